@@ -1080,6 +1080,22 @@ BN_GRID = [(op, fmt, train) for op in ("FusedBatchNorm", "FusedBatchNormV2", "Fu
            for fmt in ("NHWC", "NCHW") for train in (False, True)]
 
 
+def check_fused_bn(op: str, inputs: dict[str, object], attrs: dict[str, object],
+                   rtol: float = RTOL) -> list[np.ndarray]:
+    """Compare y, batch mean and batch variance; of the reserve spaces only count and dtype.
+
+    The reserve spaces are opaque scratch for the gradient: TF's inference kernel
+    leaves FusedBatchNormV3's third one uninitialised (values like -7.4e37 one run,
+    1.52 the next) and its shape depends on the backend (oneDNN or Eigen), so
+    their values and shapes are not TF's contract and are never compared.
+    """
+    want = run_tf(op, inputs, attrs)
+    ours = run_ours(op, inputs, attrs)
+    assert [o.dtype for o in ours[3:]] == [w.dtype for w in want[3:]], op
+    assert_matches(op, ours[:3], want[:3], rtol)
+    return ours
+
+
 @pytest.mark.parametrize("op,fmt,training", BN_GRID, ids=["-".join(map(str, c)) for c in BN_GRID])
 @pytest.mark.parametrize("factor", [1.0, 0.25])
 def test_fused_batch_norm(op, fmt, training, factor):
@@ -1090,7 +1106,7 @@ def test_fused_batch_norm(op, fmt, training, factor):
              "variance": rand(rng, (c,), lo=0.1, hi=2.0)}
     attrs = {"epsilon": 0.001, "data_format": fmt, "is_training": training,
              "exponential_avg_factor": factor}
-    check(op, {"x": x, **stats}, attrs)
+    check_fused_bn(op, {"x": x, **stats}, attrs)
 
 
 def test_fused_batch_norm_defaults_and_half():
@@ -1099,10 +1115,10 @@ def test_fused_batch_norm_defaults_and_half():
     stats = {"scale": rand(rng, (c,)), "offset": rand(rng, (c,)), "mean": rand(rng, (c,)),
              "variance": rand(rng, (c,), lo=0.1, hi=2.0)}
     x = rand(rng, (2, 3, 3, c))
-    check("FusedBatchNormV3", {"x": x, **stats}, {"is_training": False})
-    check("FusedBatchNormV3", {"x": x, **stats})  # is_training defaults to True
-    out = check("FusedBatchNormV3", {"x": x.astype(np.float16), **stats},
-                {"is_training": False}, rtol=2e-3)
+    check_fused_bn("FusedBatchNormV3", {"x": x, **stats}, {"is_training": False})
+    check_fused_bn("FusedBatchNormV3", {"x": x, **stats}, {})  # is_training defaults to True
+    out = check_fused_bn("FusedBatchNormV3", {"x": x.astype(np.float16), **stats},
+                         {"is_training": False}, rtol=2e-3)
     assert out[0].dtype == np.float16 and out[1].dtype == F32
     # 5-D inputs run on TF's oneDNN kernel, whose opaque reserve spaces differ
     # (zeros and a scalar); y and the statistics must still match.
