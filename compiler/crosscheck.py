@@ -16,7 +16,7 @@ import numpy as np
 
 from compiler.errors import InputError
 from compiler.ir.graph import Graph
-from compiler.runtime.interpreter import Interpreter
+from compiler.runtime.interpreter import run_graph
 from compiler.runtime.verify import DEFAULT_ATOL, DEFAULT_RTOL, Feeds, VerifyReport, compare_outputs, resolve_feeds
 
 REFERENCES = ("interpreter", "tf")
@@ -27,7 +27,7 @@ def run_reference(graph: Graph, feeds: Mapping[str, np.ndarray], outputs: Sequen
                   reference: str = "interpreter") -> dict[str, np.ndarray]:
     """The original's outputs, computed by gttc's interpreter or by TensorFlow."""
     if reference == "interpreter":
-        return Interpreter(graph).run(dict(feeds), list(outputs))
+        return run_graph(graph, dict(feeds), list(outputs))
     if reference == "tf":
         from compiler.backends.graphdef import emit_graphdef_bytes
 
@@ -60,7 +60,7 @@ def run_candidate(candidate: Candidate, feeds: Mapping[str, np.ndarray],
     """A graph runs in the interpreter; an ONNX model (path or bytes) in onnxruntime."""
     if isinstance(candidate, Graph):
         present = {k: v for k, v in feeds.items() if k.split(":")[0] in candidate}
-        return Interpreter(candidate).run(present, list(outputs))
+        return run_graph(candidate, present, list(outputs))
     from compiler.runtime.onnx_runner import run_onnx
 
     return run_onnx(candidate, feeds, outputs)

@@ -6,6 +6,11 @@ intermediate array after its last use; graphs whose needed part holds TF1
 control flow (Switch/Merge/Enter/Exit/NextIteration) run on the frame-aware
 executor of `control_flow.py`; functional If/While/Case/PartitionedCall ops
 call library functions through `functions.py`.
+
+Like a TensorFlow session, an Interpreter keeps lookup tables between runs:
+each table op (`kernels.lookup.TABLE_OPS`) is computed once and its handle
+reused, so a run with `targets=[init op]` (or `initialize_tables()`) fills
+the tables that later runs read.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from compiler.graphutil.reachability import backward_closure
 from compiler.ir.graph import Graph, IRError, Op, Value
 from compiler.runtime.control_flow import TF1_CONTROL_FLOW_OPS, FrameExecutor
 from compiler.runtime.functions import FunctionRunner, is_function_call
+from compiler.runtime.kernels.lookup import TABLE_INITIALIZER_OPS, TABLE_OPS
 from compiler.runtime.op_eval import InterpreterError, evaluate_op
 
 ArrayLike = Any
@@ -40,29 +46,43 @@ class Interpreter:
         lib = library if library is not None else graph.extras.library
         self.functions = functions if functions is not None else FunctionRunner(lib)
         self._plans: dict[tuple, _Plan] = {}
+        self._tables: dict[Op, list[np.ndarray]] = {}
 
     # -- public API ------------------------------------------------------------
-    def run(self, feeds: Mapping[str, ArrayLike], fetches: Sequence[str]) -> dict[str, np.ndarray]:
-        """Feed `{tensor name: array}`, return `{fetch name: array}` for `node` / `node:k` names."""
+    def run(self, feeds: Mapping[str, ArrayLike], fetches: Sequence[str],
+            targets: Sequence[str] = ()) -> dict[str, np.ndarray]:
+        """Feed `{tensor name: array}`, return `{fetch name: array}` for `node` / `node:k` names.
+
+        `targets` names ops to run for their effect only, as Session.run's
+        target list does (e.g. a NoOp grouping table initializers).
+        """
         fed = {self._value(name, "feed"): self._as_feed(self._value(name, "feed"), arr) for name, arr in feeds.items()}
-        targets = [self._value(name, "fetch") for name in fetches]
-        values = self.run_values(fed, targets)
+        wanted = [self._value(name, "fetch") for name in fetches]
+        values = self.run_values(fed, wanted, [self._op(name) for name in targets])
         return dict(zip(fetches, values))
 
-    def run_values(self, feeds: Mapping[Value, np.ndarray], fetches: Sequence[Value]) -> list[np.ndarray]:
-        """The same as `run`, addressed by IR values instead of names."""
-        plan = self._plan(feeds, fetches)
+    def initialize_tables(self) -> int:
+        """Run every table initializer of the graph (tf.compat.v1.tables_initializer()); returns how many."""
+        initializers = [op for op in self.graph if op.type in TABLE_INITIALIZER_OPS]
+        if initializers:
+            self.run_values({}, [], initializers)
+        return len(initializers)
+
+    def run_values(self, feeds: Mapping[Value, np.ndarray], fetches: Sequence[Value],
+                   targets: Sequence[Op] = ()) -> list[np.ndarray]:
+        """The same as `run`, addressed by IR values and ops instead of names."""
+        plan = self._plan(feeds, fetches, targets)
         if plan.dynamic:
             executor = FrameExecutor(plan.needed, self._compute)
             return executor.run(feeds, fetches)
         return self._run_static(plan, feeds, fetches)
 
     # -- planning --------------------------------------------------------------
-    def _plan(self, feeds: Mapping[Value, np.ndarray], fetches: Sequence[Value]) -> _Plan:
-        key = (frozenset(map(id, feeds)), tuple(map(id, fetches)))
+    def _plan(self, feeds: Mapping[Value, np.ndarray], fetches: Sequence[Value], targets: Sequence[Op]) -> _Plan:
+        key = (frozenset(map(id, feeds)), tuple(map(id, fetches)), tuple(map(id, targets)))
         plan = self._plans.get(key)
         if plan is None:
-            plan = _make_plan(self.graph, {v.op for v in feeds}, fetches)
+            plan = _make_plan(self.graph, {v.op for v in feeds}, fetches, targets)
             self._plans[key] = plan
         return plan
 
@@ -83,9 +103,16 @@ class Interpreter:
         return [_lookup(env, v, None) for v in fetches]
 
     def _compute(self, op: Op, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """One op's results: a function call for functional ops, else its kernel."""
+        """One op's results: a function call for functional ops, else its kernel.
+
+        A table op runs once per Interpreter; later runs get the same handle.
+        """
         if is_function_call(op, self.functions.library):
             return self.functions.call_op(op, inputs)
+        if op.type in TABLE_OPS:
+            if op not in self._tables:
+                self._tables[op] = evaluate_op(op, inputs)
+            return self._tables[op]
         return evaluate_op(op, inputs)
 
     # -- helpers ---------------------------------------------------------------
@@ -94,6 +121,12 @@ class Interpreter:
             return self.graph.value(name)
         except IRError as err:
             raise InterpreterError(f"{role} '{name}': {err}") from None
+
+    def _op(self, name: str) -> Op:
+        try:
+            return self.graph.op(name)
+        except IRError as err:
+            raise InterpreterError(f"target '{name}': {err}") from None
 
     @staticmethod
     def _as_feed(value: Value, arr: ArrayLike) -> np.ndarray:
@@ -110,12 +143,14 @@ class Interpreter:
 
 
 def run_graph(graph: Graph, feeds: Mapping[str, ArrayLike], fetches: Sequence[str]) -> dict[str, np.ndarray]:
-    """Run `graph` once: `{fetch name: array}`."""
-    return Interpreter(graph).run(feeds, fetches)
+    """Run `graph` once, as a script would: initialize its lookup tables, then `{fetch name: array}`."""
+    interpreter = Interpreter(graph)
+    interpreter.initialize_tables()
+    return interpreter.run(feeds, fetches)
 
 
-def _make_plan(graph: Graph, fed_ops: set[Op], fetches: Sequence[Value]) -> _Plan:
-    needed = _needed_ops(fed_ops, fetches)
+def _make_plan(graph: Graph, fed_ops: set[Op], fetches: Sequence[Value], targets: Sequence[Op] = ()) -> _Plan:
+    needed = _needed_ops(fed_ops, fetches, targets)
     dynamic = any(op.type in TF1_CONTROL_FLOW_OPS for op in needed)
     if dynamic:
         return _Plan([], needed, {}, True)
@@ -127,9 +162,9 @@ def _make_plan(graph: Graph, fed_ops: set[Op], fetches: Sequence[Value]) -> _Pla
     return _Plan(order, needed, uses, False)
 
 
-def _needed_ops(fed_ops: set[Op], fetches: Sequence[Value]) -> set[Op]:
-    """Ops reachable backwards from the fetches over data and control edges, stopping at feeds."""
-    roots = [v.op for v in fetches if v.op not in fed_ops]
+def _needed_ops(fed_ops: set[Op], fetches: Sequence[Value], targets: Sequence[Op] = ()) -> set[Op]:
+    """Ops reachable backwards from the fetches and targets over data and control edges, stopping at feeds."""
+    roots = [op for op in [v.op for v in fetches] + list(targets) if op not in fed_ops]
     return backward_closure(roots, stop=fed_ops.__contains__) - fed_ops
 
 

@@ -19,7 +19,7 @@ from typing import Mapping, Optional, Sequence, Union
 import numpy as np
 
 from compiler.ir.graph import Graph
-from compiler.runtime.interpreter import Interpreter
+from compiler.runtime.interpreter import run_graph
 from compiler.runtime.random_inputs import load_feeds, make_feeds
 
 DEFAULT_RTOL = 1e-5
@@ -117,9 +117,9 @@ def compare_graphs(reference: Graph, candidate: Graph, inputs: Sequence[str], ou
                    atol: float = DEFAULT_ATOL) -> VerifyReport:
     """Run both graphs in the interpreter on the same feeds and compare their outputs."""
     values = resolve_feeds(reference, inputs, feeds, seed)
-    ref_out = Interpreter(reference).run(values, outputs)
+    ref_out = run_graph(reference, values, outputs)
     cand_feeds = {k: v for k, v in values.items() if k.split(":")[0] in candidate}
-    cand_out = Interpreter(candidate).run(cand_feeds, outputs)
+    cand_out = run_graph(candidate, cand_feeds, outputs)
     return compare_outputs(ref_out, cand_out, rtol, atol)
 
 
