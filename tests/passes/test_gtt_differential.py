@@ -32,7 +32,8 @@ FIXTURES = ("keras_small_cnn", "keras_mobilenet_v2_small", "tf1_fused_bn", "tf1_
             "tf2_functional_control_flow", "devices_gather", "resize_pad_conv")
 # Lit files whose expected output is a documented gttc/GTT difference.
 LIT_DIFFERENCES = ("remove_nodes_kept", "remove_nodes_tf1_cond", "remove_nodes_max_inputs",
-                   "insert_logging_all_ops", "strip_unused_nodes_second_output", "backport_concatv2_control_input")
+                   "insert_logging_all_ops", "strip_unused_nodes_second_output", "backport_concatv2_control_input",
+                   "quantize_weights_control_inputs", "round_weights_control_inputs", "sparsify_gather_left_alone")
 
 
 # -- comparing GraphDefs -------------------------------------------------------------
