@@ -16,6 +16,8 @@ written as::
                   reference outputs computed by TensorFlow itself (the frozen
                   GraphDef imported into a fresh tf.compat.v1 Graph and run
                   in a Session on ``<node>:0``).
+    <name>_<key>.npz  extra arrays some fixtures carry (the trained digits
+                  models: ``_test`` held-out split, ``_calibration`` feeds).
 
 The module is importable: ``BUILDERS`` maps fixture names to builder
 functions returning a :class:`Fixture`; :func:`build` and :func:`write` are
@@ -37,7 +39,7 @@ import os
 import re
 import sys
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -58,6 +60,10 @@ class Fixture:
     outputs: List[str]  # output node names (tensor is "<name>:0")
     feeds: Dict[str, np.ndarray]  # input node name -> reference input
     notes: str = ""
+    # extra .json keys (e.g. recorded accuracy of a trained model)
+    meta: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    # "<key>" -> arrays written to <name>_<key>.npz (held-out data, calibration feeds)
+    extra_npz: Dict[str, Dict[str, np.ndarray]] = dataclasses.field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------
@@ -85,6 +91,24 @@ def seed_everything(seed: int) -> None:
         keras.utils.set_random_seed(seed)
     except Exception:  # pragma: no cover - keras missing
         pass
+
+
+def pin_tf_threads() -> bool:
+    """Ask TF for one intra-op and one inter-op thread; True when that holds.
+
+    Training results depend on how kernels split their reductions across
+    threads, so the trained fixtures are only reproducible across machines
+    with the thread counts fixed.  TF fixes them when its runtime starts:
+    ``main`` calls this before building anything; a process that already
+    ran TF with other settings gets False."""
+    tf = _tf()
+    threading = tf.config.threading
+    try:
+        threading.set_intra_op_parallelism_threads(1)
+        threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # runtime already initialized: settings are frozen
+        pass
+    return threading.get_intra_op_parallelism_threads() == 1 and threading.get_inter_op_parallelism_threads() == 1
 
 
 def op_histogram(graph_def, include_library: bool = False) -> Dict[str, int]:
@@ -174,13 +198,15 @@ def randomize_bn(model, rng: np.random.RandomState) -> int:
     return n
 
 
-def freeze_keras(model, input_shape, input_name: str = "input", lower_control_flow: bool = True):
-    """Wrap ``model`` in a tf.function with a fixed TensorSpec (batch 1) and
-    freeze it with convert_variables_to_constants_v2.
+def freeze_keras(model, input_shape, input_name: str = "input", lower_control_flow: bool = True,
+                 batch: Optional[int] = 1):
+    """Wrap ``model`` in a tf.function with a fixed TensorSpec (batch 1, or
+    ``batch``; None leaves it dynamic) and freeze it with
+    convert_variables_to_constants_v2.
 
     Returns (graph_def, input_node_names, output_node_names)."""
     tf = _tf()
-    spec = tf.TensorSpec([1] + list(input_shape), tf.float32, name=input_name)
+    spec = tf.TensorSpec([batch] + list(input_shape), tf.float32, name=input_name)
 
     @tf.function(input_signature=[spec])
     def serve(x):
@@ -711,6 +737,170 @@ def build_devices_gather() -> Fixture:
 
 
 # --------------------------------------------------------------------------
+# trained models (sklearn's bundled digits data, no downloads)
+# --------------------------------------------------------------------------
+
+DIGITS_TEST_SIZE = 360  # of 1797 images; the other 1437 train
+DIGITS_CALIBRATION_SIZE = 100  # training images in <name>_calibration.npz
+DIGITS_SPLIT_SEED = 3000  # one split for every digits model, so their accuracies compare
+
+
+def _digits_split() -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """sklearn's 8x8 digits scaled to [0, 1] as float32 [N, 8, 8], split
+    1437/360 stratified by class with a fixed seed: (x_train, y_train,
+    x_test, y_test), labels int64."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    x = (digits.images / 16.0).astype(np.float32)
+    y = digits.target.astype(np.int64)
+    x_tr, x_te, y_tr, y_te = train_test_split(
+        x, y, test_size=DIGITS_TEST_SIZE, stratify=y, random_state=DIGITS_SPLIT_SEED
+    )
+    return x_tr, y_tr, x_te, y_te
+
+
+def _train_digits_classifier(make_model, sample_shape, seed: int, epochs: int, learning_rate: float) -> Fixture:
+    """Train ``make_model()`` (a Keras model returning [logits, softmax]) on
+    the digits split and freeze it with a dynamic batch dimension.
+
+    Training runs single-threaded with TF op determinism on, so rebuilding
+    with the same TF build gives the same weights.  The recorded accuracy is
+    measured by running the frozen GraphDef itself in TF."""
+    import keras
+    from tensorflow.python.framework import config as tf_config
+
+    if not pin_tf_threads():
+        print(
+            "[make_fixtures] warning: TF already runs multi-threaded in this process; the trained "
+            "weights may differ from a fresh `tools/make_fixtures.py` build",
+            file=sys.stderr,
+        )
+    was_deterministic = tf_config.is_op_determinism_enabled()
+    tf_config.enable_op_determinism()
+    try:
+        keras.backend.clear_session()
+        seed_everything(seed)
+        x_tr, y_tr, x_te, y_te = _digits_split()
+        x_tr, x_te = (x.reshape((len(x),) + tuple(sample_shape)) for x in (x_tr, x_te))
+        model = make_model()
+        logits_model = keras.Model(model.inputs, model.outputs[0])
+        logits_model.compile(
+            optimizer=keras.optimizers.Adam(learning_rate),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+        logits_model.fit(x_tr, y_tr, batch_size=32, epochs=epochs, shuffle=True, verbose=0)
+        gd, inputs, outputs = freeze_keras(model, sample_shape, batch=None)
+        description = f"Keras {keras.__version__} model '{model.name}', {model.count_params()} params"
+        keras.backend.clear_session()
+    finally:
+        if not was_deterministic:
+            tf_config.disable_op_determinism()
+    return _digits_fixture(gd, inputs, outputs, (x_tr, y_tr, x_te, y_te), description, epochs, learning_rate)
+
+
+def _digits_fixture(gd, inputs, outputs, split, description: str, epochs: int, learning_rate: float) -> Fixture:
+    """Package a frozen digits classifier: reference feed, held-out split,
+    calibration stack and the float accuracy TF measures on the frozen graph."""
+    x_tr, y_tr, x_te, y_te = split
+    if len(inputs) != 1 or len(outputs) != 2:
+        raise RuntimeError(f"expected 1 input and 2 outputs (logits, softmax), got {inputs} -> {outputs}")
+    name = inputs[0]
+    logits, probabilities = outputs
+    accuracy = {
+        "train": _top1(run_graph_def(gd, {name: x_tr}, [logits])[logits], y_tr),
+        "test": _top1(run_graph_def(gd, {name: x_te}, [logits])[logits], y_te),
+    }
+    calibration = x_tr[:DIGITS_CALIBRATION_SIZE, None]  # a stack of [1, ...] feeds
+    meta = {
+        "output_roles": {"logits": logits, "probabilities": probabilities},
+        "accuracy": accuracy,
+        "dataset": {
+            "source": "sklearn.datasets.load_digits (bundled with scikit-learn), pixels / 16.0",
+            "split": f"sklearn train_test_split(test_size={DIGITS_TEST_SIZE}, stratify=y, "
+                     f"random_state={DIGITS_SPLIT_SEED})",
+            "train_size": int(len(y_tr)),
+            "test_size": int(len(y_te)),
+            "calibration": f"first {DIGITS_CALIBRATION_SIZE} training images, "
+                           f"stacked as [{DIGITS_CALIBRATION_SIZE}, 1, ...]",
+        },
+    }
+    notes = (
+        f"{description}, trained {epochs} epochs (Adam lr={learning_rate}, batch 32, sparse softmax "
+        f"cross-entropy on logits) on {len(y_tr)} digits images; frozen via "
+        "convert_variables_to_constants_v2 from a tf.function with a dynamic batch dimension. "
+        f"Outputs: {logits} = logits, {probabilities} = softmax. Float top-1: "
+        f"train {accuracy['train']:.4f}, test {accuracy['test']:.4f}."
+    )
+    return Fixture(
+        gd, list(inputs), [logits, probabilities], {name: x_te[:1]}, notes, meta=meta,
+        extra_npz={"test": {"x": x_te, "y": y_te}, "calibration": {name: calibration}},
+    )
+
+
+def _top1(logits: np.ndarray, labels: np.ndarray) -> float:
+    return float(np.mean(np.argmax(logits, axis=-1) == labels))
+
+
+def build_digits_cnn() -> Fixture:
+    import keras
+    from keras import layers
+
+    def make():
+        inp = keras.Input((8, 8, 1), name="input")
+        x = layers.Conv2D(8, 3, padding="same", use_bias=False, name="conv1")(inp)
+        x = layers.BatchNormalization(name="conv1_bn")(x)
+        x = layers.ReLU(name="conv1_relu")(x)
+        a = layers.Conv2D(8, 1, name="branch_a")(x)
+        a = layers.ReLU(6.0, name="branch_a_relu6")(a)
+        b = layers.Conv2D(8, 3, padding="same", name="branch_b")(x)
+        b = layers.ReLU(name="branch_b_relu")(b)
+        x = layers.Concatenate(name="concat")([a, b])
+        x = layers.MaxPooling2D(2, name="maxpool")(x)
+        r = layers.Conv2D(16, 3, padding="same", use_bias=False, name="conv2")(x)
+        r = layers.BatchNormalization(name="conv2_bn")(r)
+        x = layers.Add(name="res_add")([x, r])
+        x = layers.ReLU(6.0, name="res_relu6")(x)
+        x = layers.AveragePooling2D(2, name="avgpool")(x)
+        x = layers.Flatten(name="flatten")(x)
+        x = layers.Dense(32, activation="relu", name="fc1")(x)
+        logits = layers.Dense(10, name="logits")(x)
+        probs = layers.Softmax(name="softmax")(logits)
+        return keras.Model(inp, [logits, probs], name="digits_cnn")
+
+    fx = _train_digits_classifier(make, (8, 8, 1), seed=3001, epochs=15, learning_rate=3e-3)
+    fx.notes = (
+        "Trained CNN on 8x8x1 digits in [0,1]: Conv2D(no bias)+BN+ReLU, two branches "
+        "(1x1 Conv2D+ReLU6 | 3x3 Conv2D+ReLU) -> Concatenate -> MaxPool 2x2, 3x3 Conv2D(no bias)+BN "
+        "-> residual Add -> ReLU6, AvgPool 2x2, Flatten, Dense(32)+ReLU, Dense(10) logits, Softmax. "
+        "convert_variables_to_constants_v2 hangs the outputs on a NoOp with control edges from every "
+        "weight read; once remove_nodes(op=Identity) moves those edges onto the weight Consts, GTT's "
+        "fold_batch_norms no longer folds the Keras-lowered BN Mul into the convolutions. " + fx.notes
+    )
+    return fx
+
+
+def build_digits_mlp() -> Fixture:
+    import keras
+    from keras import layers
+
+    def make():
+        inp = keras.Input((64,), name="input")
+        x = layers.Dense(64, activation="relu", name="fc1")(inp)
+        logits = layers.Dense(10, name="logits")(x)
+        probs = layers.Softmax(name="softmax")(logits)
+        return keras.Model(inp, [logits, probs], name="digits_mlp")
+
+    fx = _train_digits_classifier(make, (64,), seed=3002, epochs=20, learning_rate=3e-3)
+    fx.notes = (
+        "Trained MLP on flattened 64-pixel digits in [0,1]: Dense(64)+ReLU, Dense(10) logits, Softmax. "
+        + fx.notes
+    )
+    return fx
+
+
+# --------------------------------------------------------------------------
 # big fixtures (not committed)
 # --------------------------------------------------------------------------
 
@@ -741,6 +931,8 @@ SMALL_FIXTURES = [
     "tf2_functional_control_flow",
     "resize_pad_conv",
     "devices_gather",
+    "digits_cnn",
+    "digits_mlp",
 ]
 
 BIG_FIXTURES = [
@@ -760,6 +952,8 @@ BUILDERS: Dict[str, Callable[[], Fixture]] = {
     "tf2_functional_control_flow": build_tf2_functional_control_flow,
     "resize_pad_conv": build_resize_pad_conv,
     "devices_gather": build_devices_gather,
+    "digits_cnn": build_digits_cnn,
+    "digits_mlp": build_digits_mlp,
     "keras_mobilenet_v2": _big_keras("MobileNetV2", (224, 224, 3), 2001, alpha=1.0),
     "keras_resnet50": _big_keras("ResNet50", (224, 224, 3), 2002),
     "keras_inception_v3": _big_keras("InceptionV3", (299, 299, 3), 2003),
@@ -815,6 +1009,9 @@ def write(fixture: Fixture, name: str, out_dir: str = DEFAULT_OUT_DIR) -> Dict[s
     arrays.update({f"output:{k}": v for k, v in outputs.items()})
     paths["npz"] = os.path.join(out_dir, f"{name}.npz")
     np.savez_compressed(paths["npz"], **arrays)
+    for key, extra in sorted(fixture.extra_npz.items()):
+        paths[f"npz_{key}"] = os.path.join(out_dir, f"{name}_{key}.npz")
+        np.savez_compressed(paths[f"npz_{key}"], **extra)
 
     meta = {
         "name": name,
@@ -833,6 +1030,7 @@ def write(fixture: Fixture, name: str, out_dir: str = DEFAULT_OUT_DIR) -> Dict[s
         "tf_version": tf.__version__,
         "notes": fixture.notes,
     }
+    meta.update(fixture.meta)
     paths["json"] = os.path.join(out_dir, f"{name}.json")
     with open(paths["json"], "w") as fh:
         json.dump(meta, fh, indent=2)
@@ -863,6 +1061,7 @@ def main(argv=None) -> int:
         _tf().get_logger().setLevel("ERROR")
     except Exception:  # pragma: no cover
         pass
+    pin_tf_threads()  # before any build: trained fixtures need fixed thread counts
     total = time.time()
     for name in names:
         t0 = time.time()
