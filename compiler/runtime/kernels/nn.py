@@ -78,7 +78,7 @@ def _window_pads(size: int, window: int, stride: int, padding: str,
     return before, after
 
 
-def _pad_or_crop(x: Array, pads: Pads, fill: object = 0) -> Array:
+def pad_or_crop(x: Array, pads: Pads, fill: object = 0) -> Array:
     """Pad H and W by `pads`; negative entries crop instead."""
     grow = [(0, 0), (max(pads[0][0], 0), max(pads[0][1], 0)),
             (max(pads[1][0], 0), max(pads[1][1], 0)), (0, 0)]
@@ -89,7 +89,7 @@ def _pad_or_crop(x: Array, pads: Pads, fill: object = 0) -> Array:
     return x[:, max(-t, 0):h - max(-b, 0), max(-l, 0):w - max(-r, 0)]
 
 
-def _windows(x: Array, kernel_hw: tuple[int, int], strides: tuple[int, int],
+def windows(x: Array, kernel_hw: tuple[int, int], strides: tuple[int, int],
              dilations: tuple[int, int] = (1, 1)) -> Array:
     """Strided view (N, OH, OW, C, KH, KW) of every window of a padded NHWC tensor."""
     (kh, kw), (sh, sw), (dh, dw) = kernel_hw, strides, dilations
@@ -114,8 +114,8 @@ def conv2d_nhwc(x: Array, w: Array, strides: tuple[int, int], dilations: tuple[i
         raise KernelError(f"input depth {x.shape[3]} incompatible with filter {list(w.shape)}")
     groups = x.shape[3] // cin
     acc = _compute_type(x.dtype)
-    xp = _pad_or_crop(x.astype(acc, copy=False), pads)
-    win = _windows(xp, (kh, kw), strides, dilations)  # N, OH, OW, C, KH, KW
+    xp = pad_or_crop(x.astype(acc, copy=False), pads)
+    win = windows(xp, (kh, kw), strides, dilations)  # N, OH, OW, C, KH, KW
     wide_w = w.astype(acc, copy=False)
     per_group = cout // groups
     outs = [np.tensordot(win[:, :, :, g * cin:(g + 1) * cin],
@@ -177,8 +177,8 @@ def _depthwise_conv2d(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     if x.shape[3] != c:
         raise KernelError(f"input depth {x.shape[3]} != filter depth {c}")
     acc = _compute_type(x.dtype)
-    xp = _pad_or_crop(x.astype(acc, copy=False), spec.pads(x.shape[1:3], (kh, kw)))
-    win = _windows(xp, (kh, kw), spec.strides, spec.dilations)
+    xp = pad_or_crop(x.astype(acc, copy=False), spec.pads(x.shape[1:3], (kh, kw)))
+    win = windows(xp, (kh, kw), spec.strides, spec.dilations)
     wide_w = w.astype(acc, copy=False)
     out = np.zeros(win.shape[:4] + (m,), dtype=acc)
     for i in range(kh):
@@ -361,7 +361,7 @@ def _batch_mat_mul_v3(attrs: Attrs, inputs: list[Array]) -> list[Array]:
 # ---------------------------------------------------------------- pooling
 
 
-def _pool_geometry(attrs: Attrs, ksize: list[int], strides: list[int], x: Array,
+def pool_geometry(attrs: Attrs, ksize: list[int], strides: list[int], x: Array,
                    paddings: tuple[str, ...] = ("SAME", "VALID", "EXPLICIT"),
                    ) -> tuple[str, Array, tuple[int, int], tuple[int, int], Pads]:
     """Layout, NHWC input, window, strides and padding of a pooling op."""
@@ -379,36 +379,36 @@ def _pool_geometry(attrs: Attrs, ksize: list[int], strides: list[int], x: Array,
     return fmt, x, window, stride, pads
 
 
-def _max_pool(attrs: Attrs, x: Array, ksize: list[int], strides: list[int]) -> Array:
+def max_pool(attrs: Attrs, x: Array, ksize: list[int], strides: list[int]) -> Array:
     """Padding never wins the max: pad with the type's lowest value."""
-    fmt, x, window, stride, pads = _pool_geometry(attrs, ksize, strides, x)
+    fmt, x, window, stride, pads = pool_geometry(attrs, ksize, strides, x)
     lowest = -np.inf if is_floating(x.dtype) else np.iinfo(x.dtype).min
-    xp = _pad_or_crop(x, pads, fill=np.array(lowest).astype(x.dtype))
-    out = _windows(xp, window, stride).max(axis=(-2, -1))
+    xp = pad_or_crop(x, pads, fill=np.array(lowest).astype(x.dtype))
+    out = windows(xp, window, stride).max(axis=(-2, -1))
     return _from_nhwc(out.astype(x.dtype), fmt)
 
 
 @kernel("MaxPool")
 def _max_pool_v1(attrs: Attrs, inputs: list[Array]) -> list[Array]:
-    return [_max_pool(attrs, inputs[0], int_list(attrs, "ksize"), int_list(attrs, "strides"))]
+    return [max_pool(attrs, inputs[0], int_list(attrs, "ksize"), int_list(attrs, "strides"))]
 
 
 @kernel("MaxPoolV2")
 def _max_pool_v2(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     x, ksize, strides = inputs
-    return [_max_pool(attrs, x, int_vector(ksize), int_vector(strides))]
+    return [max_pool(attrs, x, int_vector(ksize), int_vector(strides))]
 
 
 @kernel("AvgPool")
 def _avg_pool(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     """Each output averages only the real (unpadded) inputs under its window."""
-    fmt, x, window, stride, pads = _pool_geometry(attrs, int_list(attrs, "ksize"),
+    fmt, x, window, stride, pads = pool_geometry(attrs, int_list(attrs, "ksize"),
                                                   int_list(attrs, "strides"), inputs[0],
                                                   paddings=("SAME", "VALID"))
     acc = accumulator(x.dtype)
-    total = _windows(_pad_or_crop(x.astype(acc), pads), window, stride).sum(axis=(-2, -1))
+    total = windows(pad_or_crop(x.astype(acc), pads), window, stride).sum(axis=(-2, -1))
     ones = np.ones((1,) + x.shape[1:3] + (1,), dtype=acc)
-    count = _windows(_pad_or_crop(ones, pads), window, stride).sum(axis=(-2, -1))
+    count = windows(pad_or_crop(ones, pads), window, stride).sum(axis=(-2, -1))
     return [_from_nhwc((total / count).astype(x.dtype), fmt)]
 
 
