@@ -15,7 +15,7 @@ from compiler.errors import InputError
 from compiler.frontends.graphdef import load_graph_bytes
 from compiler.ir.graph import Graph, split_tensor_name
 from compiler.passes.instruments import PipelineReport, default_instruments
-from compiler.passes.levels import preset_pipeline
+from compiler.passes.levels import preset_pipeline, with_calibration
 from compiler.passes.manager import PassManager
 from compiler.passes.pipeline import parse_pipeline
 
@@ -31,10 +31,16 @@ def check_node_names(graph: Graph, names: Sequence[str], role: str) -> None:
 def build_pass_manager(inputs: Sequence[str] = (), outputs: Sequence[str] = (), opt_level: Optional[int] = None,
                        target: Optional[str] = None, transforms: str = "", auto_prereqs: bool = False,
                        verify_each: bool = True, print_ir_after: Optional[str] = None,
-                       stream: Optional[TextIO] = None) -> PassManager:
-    """Validate the whole request without a graph: the preset's passes, then `transforms`."""
+                       stream: Optional[TextIO] = None, calibration: Optional[str] = None) -> PassManager:
+    """Validate the whole request without a graph: the preset's passes, then `transforms`.
+
+    With `calibration` (an .npz file or folder), ranges measured on that data are
+    frozen right after the pipeline's last quantizing pass.
+    """
     specs, notes = preset_pipeline(opt_level, target, outputs_known=bool(outputs))
     specs += parse_pipeline(transforms)
+    if calibration is not None:
+        specs = with_calibration(specs, calibration)
     instruments = default_instruments(verify_each, print_ir_after, stream)
     return PassManager(specs, inputs, outputs, auto_prereqs, instruments, notes)
 
@@ -53,9 +59,14 @@ class CompileResult(NamedTuple):
 
 
 def compile(graph_def_bytes: bytes, inputs: Sequence[str], outputs: Sequence[str], opt_level: Optional[int] = 2,
-            target: Optional[str] = None, transforms: str = "", auto_prereqs: bool = False) -> CompileResult:
-    """Run an -O level (and/or a target preset), then `transforms`, on a serialized GraphDef."""
-    manager = build_pass_manager(inputs, outputs, opt_level, target, transforms, auto_prereqs)
+            target: Optional[str] = None, transforms: str = "", auto_prereqs: bool = False,
+            calibration: Optional[str] = None) -> CompileResult:
+    """Run an -O level (and/or a target preset), then `transforms`, on a serialized GraphDef.
+
+    `calibration` freezes eight-bit ranges measured on that data (see `build_pass_manager`).
+    """
+    manager = build_pass_manager(inputs, outputs, opt_level, target, transforms, auto_prereqs,
+                                 calibration=calibration)
     report = _run(manager, graph_def_bytes, inputs, outputs)
     return CompileResult(emit_graphdef_bytes(report.graph), report)
 

@@ -6,6 +6,7 @@
     gttc opt FILE [--passes='...'] [-o OUT]          (textual IR in, textual IR out)
     gttc summarize IN                               (TF's summarize_graph)
     gttc verify ORIGINAL CANDIDATE                  (run both, compare outputs)
+    gttc calibrate MODEL --calibration DATA -o LOG  (eight-bit ranges on real inputs, GTT's log format)
 
 The output format follows the suffix: `.pb` binary GraphDef, `.pbtxt` text
 GraphDef, `.ir` textual IR, `.onnx` ONNX; `-o` may repeat.  `--verify` runs
@@ -128,8 +129,16 @@ def build_compile_parser() -> ArgumentParser:
                         help="list every pass with its parameters, prerequisites and levels, then exit")
     parser.add_argument("--verify", action="store_true",
                         help="run the original and each output on the same inputs; exit 1 past the tolerance")
+    add_calibration_argument(parser, "calibrate the eight-bit ranges on this data and freeze them "
+                                     "right after quantize_nodes (with --target=mobile-int8 or a pipeline that quantizes)")
     add_verify_arguments(parser)
     return parser
+
+
+def add_calibration_argument(parser: ArgumentParser, help_text: str, required: bool = False) -> None:
+    parser.add_argument("--calibration", metavar="DATA", required=required,
+                        help=help_text + "; DATA is an .npz keyed by input name, or a folder of them "
+                        "(an array with one more dimension than its input is a stack of feeds)")
 
 
 def resolve_input(parser: ArgumentParser, args: argparse.Namespace) -> str:
@@ -149,6 +158,7 @@ def pass_manager_from_args(args: argparse.Namespace, inputs: Optional[list[str]]
     return build_pass_manager(
         inputs, outputs, args.opt_level, args.target, args.transforms,
         args.auto_prereqs, args.verify_each, args.print_ir_after, sys.stderr,
+        calibration=getattr(args, "calibration", None),
     )
 
 
@@ -306,6 +316,43 @@ def compare_against_tf2onnx(original: Graph, candidate: Candidate, inputs: list[
     return "against tf2onnx:\n" + result.format()
 
 
+# -- gttc calibrate MODEL --calibration DATA -o LOG ------------------------------------
+
+
+def build_calibrate_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog=f"{PROG} calibrate",
+        description="Run an eight-bit graph (after quantize_nodes) on representative inputs and write the range "
+                    "of every RequantizationRange op per run, in the log format freeze_requantization_ranges reads.",
+    )
+    parser.add_argument("input", help="eight-bit model (.pb, .pbtxt or .ir) holding RequantizationRange ops")
+    parser.add_argument("-o", dest="output", required=True, metavar="LOG", help="the ranges log to write")
+    add_calibration_argument(parser, "the representative inputs", required=True)
+    parser.add_argument("--inputs", default="", help="comma-separated input node names (default: every Placeholder)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary on stderr")
+    return parser
+
+
+def cmd_calibrate(argv: Sequence[str]) -> int:
+    from compiler.modelio import check_output_path, load_model, write_atomic
+    from compiler.quantization.calibrate import measure_ranges
+    from compiler.quantization.calibration_data import load_calibration
+    from compiler.quantization.minmax_log import format_log
+
+    args = build_calibrate_parser().parse_args(argv)
+    check_output_path(args.output, [args.input, args.calibration])
+    graph = load_model(args.input)
+    inputs = split_names(args.inputs)
+    check_node_names(graph, inputs, "input")
+    data = load_calibration(args.calibration, graph, inputs)
+    records = measure_ranges(graph, data, progress=not args.quiet)
+    text = format_log(records)
+    write_atomic(args.output, text.encode())
+    if not args.quiet:
+        print(f"wrote {args.output}: {len(records)} RequantizationRange ops x {len(data)} feeds", file=sys.stderr)
+    return 0
+
+
 # -- gttc opt FILE ----------------------------------------------------------------
 
 
@@ -428,6 +475,7 @@ def format_default(value: object) -> str:
 
 # name -> handler(argv) for `gttc NAME ...`; the default command is compile.
 SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "calibrate": cmd_calibrate,
     "opt": cmd_opt,
     "summarize": cmd_summarize,
     "verify": cmd_verify,

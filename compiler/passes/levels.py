@@ -35,6 +35,11 @@ NEEDS_OUTPUTS = frozenset({"strip_unused_nodes"})
 _CLEANUP = "strip_unused_nodes remove_nodes(op=Identity, op=CheckNumerics) merge_duplicate_nodes(gtt_order=false)"
 _FOLDS = "fold_constants(ignore_errors=true) fold_batch_norms fold_old_batch_norms fuse_convolutions"
 _FINISH = "strip_unused_nodes sort_by_execution_order"
+# mobile-int8 quantizes only the ops whose eight-bit kernels beat float: elsewhere each
+# quantized op costs a QuantizeV2/Dequantize pair and TF's quantized elementwise kernels
+# are slower than its float ones (measured in docs/BENCHMARKS.md).
+_FLOAT_BETWEEN = ", ".join(f"ignore_op={op}" for op in (
+    "Add", "AvgPool", "BiasAdd", "Concat", "MaxPool", "Mul", "Relu", "Relu6", "Reshape", "ResizeBilinear"))
 
 
 @dataclass(frozen=True)
@@ -86,9 +91,11 @@ TARGETS: dict[str, Target] = {
                "default attributes first", 2, before="remove_device add_default_attributes"),
         Target("mobile-small", "GTT's shrinking-file-size recipe: store large float weights as eight-bit", 2,
                after="quantize_weights"),
-        Target("mobile-int8", "GTT's eight-bit calculations recipe: quantize weights and ops", 2,
+        Target("mobile-int8", "eight-bit weights, convolutions and matmuls; the cheap ops between them stay "
+               "in float, and each 32-bit result is dequantized directly (--calibration freezes every range)", 2,
                before="add_default_attributes",
-               after="quantize_weights quantize_nodes strip_unused_nodes sort_by_execution_order"),
+               after=f"quantize_weights quantize_nodes({_FLOAT_BETWEEN}) fold_requantize_dequantize "
+                     "strip_unused_nodes sort_by_execution_order"),
     )
 }
 
@@ -170,6 +177,24 @@ def drop_output_passes(specs: list[PassSpec], outputs_known: bool, preset: str) 
     return kept, [f"{preset}: left out {name} because no outputs were given" for name in dropped]
 
 
+# The pass that freezes calibrated ranges, and the passes it must follow.
+CALIBRATION_PASS = "calibrate_ranges"
+_QUANTIZING_PASSES = ("quantize_nodes", "fold_requantize_dequantize")
+
+
+def with_calibration(specs: list[PassSpec], data: str) -> list[PassSpec]:
+    """`specs` with ranges calibrated on `data` frozen right after the last quantizing pass.
+
+    Without a quantizing pass there is nothing to calibrate: that is a usage error.
+    """
+    positions = [i for i, spec in enumerate(specs) if spec.name in _QUANTIZING_PASSES]
+    if not positions:
+        raise PipelineError("--calibration needs a pipeline that runs quantize_nodes "
+                            "(for example --target=mobile-int8)")
+    at = positions[-1] + 1
+    return specs[:at] + [PassSpec(CALIBRATION_PASS, [("data", data)])] + specs[at:]
+
+
 def levels_including(pass_name: str) -> list[Level]:
     """Available levels that run `pass_name` (for --list-passes)."""
     return [level for level in available_levels() if any(s.name == pass_name for s in level.specs())]
@@ -181,7 +206,7 @@ def targets_including(pass_name: str) -> list[Target]:
 
 
 __all__ = [
-    "LEVELS", "Level", "NEEDS_OUTPUTS", "TARGETS", "Target", "available_levels", "available_targets",
+    "CALIBRATION_PASS", "LEVELS", "Level", "NEEDS_OUTPUTS", "TARGETS", "Target", "available_levels", "available_targets",
     "drop_output_passes", "get_level", "get_target", "levels_including", "missing_passes", "preset_pipeline",
-    "targets_including",
+    "targets_including", "with_calibration",
 ]

@@ -10,9 +10,11 @@ what it writes), and the one-line errors through the CLI.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -72,10 +74,11 @@ def freeze(path: Path, min_percentile=None, max_percentile=None) -> str:
 class LoggedModel:
     """A GTT-quantized fixture and the log TensorFlow wrote running its logged copy."""
 
-    def __init__(self, name: str, folder: Path) -> None:
+    def __init__(self, name: str, folder: Path, quantized: Optional[bytes] = None) -> None:
         self.model = load_model_fixture(name)
         self.inputs, self.outputs = self.model.inputs, self.model.outputs
-        self.quantized = gtt_transform(self.model.data, self.inputs, self.outputs, "quantize_weights quantize_nodes")
+        self.quantized = quantized if quantized is not None else gtt_transform(
+            self.model.data, self.inputs, self.outputs, "quantize_weights quantize_nodes")
         self.folder = folder
         self.log_path = folder / f"{name}.log"
 
@@ -87,12 +90,14 @@ class LoggedModel:
         np.savez(path, **arrays)
         return path
 
-    def record_log(self) -> None:
+    def record_log(self, env: Optional[dict[str, str]] = None) -> None:
+        """Run the logged graph in a TF child process (`env` added to its environment)."""
         logged = gtt_transform(self.quantized, self.inputs, self.outputs, LOGGING)
         graph_path = self.folder / f"{self.model.name}_logged.pb"
         graph_path.write_bytes(logged)
         done = subprocess.run([sys.executable, "-c", RUNNER, str(graph_path), str(self.write_feeds()),
-                               ",".join(self.outputs)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+                               ",".join(self.outputs)], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                              env={**os.environ, **(env or {})})
         assert done.returncode == 0, done.stderr[-2000:]
         self.log_path.write_text(done.stderr)
 

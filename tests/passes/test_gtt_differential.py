@@ -33,7 +33,8 @@ FIXTURES = ("keras_small_cnn", "keras_mobilenet_v2_small", "tf1_fused_bn", "tf1_
 # Lit files whose expected output is a documented gttc/GTT difference.
 LIT_DIFFERENCES = ("remove_nodes_kept", "remove_nodes_tf1_cond", "remove_nodes_max_inputs",
                    "insert_logging_all_ops", "strip_unused_nodes_second_output", "backport_concatv2_control_input",
-                   "quantize_weights_control_inputs", "round_weights_control_inputs", "sparsify_gather_left_alone")
+                   "quantize_weights_control_inputs", "round_weights_control_inputs", "sparsify_gather_left_alone",
+                   "quantize_nodes_left_in_float")
 
 
 # -- comparing GraphDefs -------------------------------------------------------------

@@ -38,7 +38,7 @@ COVERED_PASSES = (
     "strip_unused_nodes", "remove_nodes", "remove_device", "set_device", "rename_op", "rename_attribute",
     "remove_attribute", "add_default_attributes", "backport_concatv2", "sort_by_execution_order",
     "merge_duplicate_nodes", "obfuscate_names", "insert_logging", "quantize_weights", "round_weights",
-    "sparsify_gather",
+    "sparsify_gather", "quantize_nodes",
 )
 
 
