@@ -334,10 +334,10 @@ def build_calibrate_parser() -> ArgumentParser:
 
 
 def cmd_calibrate(argv: Sequence[str]) -> int:
-    from compiler.modelio import check_output_path, load_model, write_atomic
+    from compiler.modelio import check_output_path, load_model
     from compiler.quantization.calibrate import measure_ranges
     from compiler.quantization.calibration_data import load_calibration
-    from compiler.quantization.minmax_log import format_log
+    from compiler.quantization.minmax_log import write_log
 
     args = build_calibrate_parser().parse_args(argv)
     check_output_path(args.output, [args.input, args.calibration])
@@ -346,8 +346,7 @@ def cmd_calibrate(argv: Sequence[str]) -> int:
     check_node_names(graph, inputs, "input")
     data = load_calibration(args.calibration, graph, inputs)
     records = measure_ranges(graph, data, progress=not args.quiet)
-    text = format_log(records)
-    write_atomic(args.output, text.encode())
+    write_log(args.output, records)
     if not args.quiet:
         print(f"wrote {args.output}: {len(records)} RequantizationRange ops x {len(data)} feeds", file=sys.stderr)
     return 0

@@ -76,17 +76,28 @@ def check_output_path(out: str | Path, inputs: list[str | Path]) -> None:
 
 
 def write_atomic(path: str | Path, data: bytes) -> None:
-    """Write `data` to `path` via a temporary file and a rename."""
+    """Write `data` to `path` via a temporary file and a rename.
+
+    The file gets the permissions a plain `open(path, "w")` would give it
+    (0666 less the umask), not the temporary file's private 0600.
+    """
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def save_model(graph: Graph, path: str | Path, writer: Callable[[str | Path, bytes], None] = write_atomic) -> int:

@@ -8,6 +8,8 @@ serialized attribute values (in attribute-name order).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from compiler.graphutil.names import canonical_inputs
@@ -52,7 +54,9 @@ def hash64_combine(a: int, b: int) -> int:
     return a ^ ((b + _GOLDEN + (a << 10) + (a >> 4)) & MASK64)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def hash_text(text: str) -> int:
+    """Hash64 of a string; cached, because merging rounds hash the same op names and input names again."""
     return hash64(text.encode("utf-8"))
 
 

@@ -16,6 +16,8 @@ its input on every run.  (Not a GTT transform.)
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from compiler.errors import PipelineError
@@ -23,9 +25,9 @@ from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op
 from compiler.ir.tensor import Tensor
 from compiler.passes.base import Param, Pass, PassContext, PassResult, register_pass
+from compiler.passes.freeze_requantization_ranges import freeze_op
 from compiler.quantization.calibrate import RangeRecords, measure_ranges, measured_quantizes, range_ops
 from compiler.quantization.calibration_data import load_calibration
-from compiler.passes.freeze_requantization_ranges import freeze_op
 from compiler.quantization.minmax_log import aggregate_records, check_percentile
 from compiler.rewrite.edit import erase_dead, node_names, take_over
 
@@ -54,7 +56,7 @@ class CalibrateRanges(Pass):
             result.note("nothing to calibrate: no RequantizationRange ops and no measured QuantizeV2 inputs")
             return result
         data = load_calibration(path, graph, ctx.inputs)
-        records = measure_ranges(graph, data, requantization + quantizes, progress=True)
+        records = measure_ranges(graph, data, requantization + quantizes, progress=sys.stderr.isatty())
         ranges = aggregate_records(records, *percentiles)
         measured = [op for op in requantization if op.name in ranges]  # all-NaN records give no range
         for op in measured:

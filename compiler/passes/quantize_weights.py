@@ -56,16 +56,9 @@ class QuantizeWeights(Pass):
         minimum_size = ctx.param("minimum_size")
         if minimum_size < 0:
             raise PipelineError(f"quantize_weights: minimum_size must be >= 0, got {minimum_size}")
-        tally = _Tally()
-        for op in [op for op in graph if op.type == "Const"]:
-            tensor = checked_const_value(op, self.name)
-            if op.attrs["dtype"] != DType.FLOAT:
-                continue
-            tally.floats += 1
-            if tensor.num_elements < minimum_size:
-                tally.small += 1
-                continue
-            values = float_elements(op, tensor, self.name)
+        sweep = sweep_float_consts(graph, minimum_size, self.name)
+        tally = _Tally(floats=sweep.floats, small=sweep.small)
+        for op, values in sweep.large:
             if np.isfinite(values).all():
                 quantize_const(graph, op, values)
                 tally.converted += 1
@@ -92,6 +85,33 @@ class _Tally:
         if self.non_finite:
             shown = ", ".join(self.non_finite[:5]) + (", ..." if len(self.non_finite) > 5 else "")
             result.note(f"left {len(self.non_finite)} in float because they hold NaN or infinity: {shown}")
+
+
+@dataclass
+class ConstSweep:
+    """The float Consts of a graph: how many, how many are small, and the large ones with their values."""
+
+    floats: int = 0
+    small: int = 0
+    large: list[tuple[Op, np.ndarray]] = field(default_factory=list)
+
+
+def sweep_float_consts(graph: Graph, minimum_size: int, pass_name: str) -> ConstSweep:
+    """The float Consts with at least `minimum_size` elements, in graph order, as GTT visits them.
+
+    Every Const is checked (a Const without dtype or value fails the pass, as in GTT).
+    """
+    sweep = ConstSweep()
+    for op in [op for op in graph if op.type == "Const"]:
+        tensor = checked_const_value(op, pass_name)
+        if op.attrs["dtype"] != DType.FLOAT:
+            continue
+        sweep.floats += 1
+        if tensor.num_elements < minimum_size:
+            sweep.small += 1
+        else:
+            sweep.large.append((op, float_elements(op, tensor, pass_name)))
+    return sweep
 
 
 def checked_const_value(op: Op, pass_name: str) -> Tensor:

@@ -30,7 +30,7 @@ from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op
 from compiler.passes.base import Param, Pass, PassContext, PassResult, register_pass
 from compiler.passes.quantize_weights import (
-    FLT_MAX, FLT_MIN, checked_const_value, float_elements, tf_encoded_tensor,
+    FLT_MAX, FLT_MIN, sweep_float_consts, tf_encoded_tensor,
 )
 
 # GTT leaves constants with fewer elements alone: they tend to be accuracy-sensitive and tiny.
@@ -53,16 +53,10 @@ class RoundWeights(Pass):
         num_steps = ctx.param("num_steps")
         if num_steps < 1:
             raise PipelineError(f"round_weights: num_steps must be at least 1, got {num_steps}")
-        counts = _Counts()
-        for op in [op for op in graph if op.type == "Const"]:
-            tensor = checked_const_value(op, self.name)
-            if op.attrs["dtype"] != DType.FLOAT:
-                continue
-            counts.floats += 1
-            if tensor.num_elements < MIN_ELEMENTS:
-                counts.small += 1
-                continue
-            new_values = round_values(float_elements(op, tensor, self.name), num_steps)
+        sweep = sweep_float_consts(graph, MIN_ELEMENTS, self.name)
+        counts = _Counts(floats=sweep.floats, small=sweep.small)
+        for op, values in sweep.large:
+            new_values = round_values(values, num_steps)
             if new_values is None:
                 counts.skipped.append(op.name)
             else:

@@ -275,16 +275,17 @@ def format_log(records: Mapping[str, Sequence[tuple[float, float]]]) -> str:
 
 
 def write_log(path: str | Path, records: Mapping[str, Sequence[tuple[float, float]]]) -> None:
-    """Write `records` to `path` in GTT's log format; an unwritable path is an InputError."""
-    text = format_log(records)
+    """Write `records` to `path` in GTT's log format, atomically; an unwritable path is an InputError."""
+    from compiler.modelio import write_atomic
+
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        write_atomic(path, format_log(records).encode("utf-8"))
     except OSError as err:
         raise InputError(f"cannot write min/max log file '{path}': {err.strerror or err}") from None
 
 
 __all__ = [
-    "aggregate_records", "check_percentile", "finite_records", "freeze_requantization_ranges", "LINE_MARKER", "MinMaxLog", "PRINT_SUFFIX", "RANGE_PREFIX", "RangeRecords", "float_text", "format_log",
-    "format_log_line", "parse_float32", "parse_log", "parse_log_line", "percentile_indices",
+    "LINE_MARKER", "MinMaxLog", "PRINT_SUFFIX", "RANGE_PREFIX", "RangeRecords", "aggregate_records",
+    "check_percentile", "finite_records", "float_text", "format_log", "format_log_line", "parse_float32", "parse_log", "parse_log_line", "percentile_indices",
     "percentile_range", "read_log", "write_log",
 ]

@@ -316,15 +316,20 @@ def _adjoint(x: Array, flag: object) -> Array:
     return np.conj(t) if t.dtype.kind == "c" else t
 
 
-@kernel("MatMul")
-def _mat_mul(attrs: Attrs, inputs: list[Array]) -> list[Array]:
-    a, b = inputs
+def matmul_operands(attrs: Attrs, a: Array, b: Array) -> tuple[Array, Array]:
+    """MatMul's (and QuantizedMatMul's) operands, transposed as the attributes say and checked."""
     if a.ndim != 2 or b.ndim != 2:
         raise KernelError(f"operands must be matrices, got {list(a.shape)} and {list(b.shape)}")
     a = a.T if attr(attrs, "transpose_a", False) else a
     b = b.T if attr(attrs, "transpose_b", False) else b
     if a.shape[1] != b.shape[0]:
         raise KernelError(f"inner dimensions differ: {list(a.shape)} x {list(b.shape)}")
+    return a, b
+
+
+@kernel("MatMul")
+def _mat_mul(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    a, b = matmul_operands(attrs, *inputs)
     return [_matmul(a, b, a.dtype)]
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from .common import attr, choice, dtype_attr, int_list, int_vector
 from .image import resize_scale
-from .nn import max_pool, pad_or_crop, pool_geometry, windows
+from .nn import matmul_operands, max_pool, pad_or_crop, pool_geometry, windows
 from .quantized_conversion import (F32, add_range, c_divide, dequantize_like_eigen,
                                    float_to_quantized, multiplication_range, onednn_enabled,
                                    quantize_like_eigen, quantized_limits, range_scalar,
@@ -132,12 +132,7 @@ def _quantized_mat_mul(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     if not hi_a > lo_a or not hi_b > lo_b:
         raise KernelError(f"ranges must satisfy max > min, got a [{lo_a}, {hi_a}] "
                           f"b [{lo_b}, {hi_b}]")
-    if a.ndim != 2 or b.ndim != 2:
-        raise KernelError(f"operands must be matrices, got {list(a.shape)} and {list(b.shape)}")
-    a = a.T if attr(attrs, "transpose_a", False) else a
-    b = b.T if attr(attrs, "transpose_b", False) else b
-    if a.shape[1] != b.shape[0]:
-        raise KernelError(f"inner dimensions differ: {list(a.shape)} x {list(b.shape)}")
+    a, b = matmul_operands(attrs, a, b)
     out_type = dtype_attr(attrs, "Toutput", _INT32)
     a_shifted = a.astype(np.int64) - zero_point(lo_a, hi_a, a.dtype)
     total = _exact_contract(a_shifted, b.astype(np.int64) - zero_point(lo_b, hi_b, b.dtype),
