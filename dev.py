@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Set up a virtual environment and run gttc's main job or its test suite.
 
-    python3 dev.py demo    # install gttc, compile the bundled MobileNetV2 to GraphDef and ONNX, check the numbers
+    python3 dev.py demo    # install gttc, compile the bundled MobileNetV2 to GraphDef and ONNX, check the numbers,
+                           # and compile a trained digits CNN to eight bits with calibrated ranges
     python3 dev.py test    # install gttc with TensorFlow (the oracle) and run every test
 
 Needs nothing but Python 3.10+; everything else is installed into .venv.
@@ -19,6 +20,7 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 MODEL = "tests/fixtures/keras_mobilenet_v2_small.pb"
 DEMO_OUTPUTS = ("build/mobilenet_v2_small.opt.pb", "build/mobilenet_v2_small.onnx")
+TRAINED = "tests/fixtures/digits_cnn"  # a CNN trained on scikit-learn's digits, with calibration inputs
 
 
 def run(*cmd: str) -> None:
@@ -40,6 +42,8 @@ def demo() -> None:
     run(str(BIN / "gttc"), "summarize", MODEL)
     outputs = [arg for out in DEMO_OUTPUTS for arg in ("-o", out)]
     run(str(BIN / "gttc"), "-O2", MODEL, *outputs, "--inputs=input", "--outputs=Identity", "--verify")
+    run(str(BIN / "gttc"), "-O2", "--target=mobile-int8", f"{TRAINED}.pb", "-o", "build/digits_cnn.int8.pb",
+        f"--calibration={TRAINED}_calibration.npz", "--inputs=input", "--outputs=Identity,Identity_1")
 
 
 def test() -> None:
