@@ -60,7 +60,7 @@ class _Frame:
     """One loop frame instance: its started iterations and loop invariants."""
 
     iterations: set = field(default_factory=set)
-    invariants: list = field(default_factory=list)  # (Value, token)
+    invariants: list = field(default_factory=list)  # (constant Enter op, token)
 
 
 class FrameExecutor:
@@ -206,12 +206,17 @@ class FrameExecutor:
         frame = self.frames.setdefault((ctx, frame_name), _Frame())
         frame.iterations.add(0)
         if bool(op.attr("is_constant", False)):
-            frame.invariants.append((op.results[0], token))
+            # A loop invariant: TF activates its readers, data and control, in every iteration.
+            frame.invariants.append((op, token))
             for it in sorted(frame.iterations):
-                self._deliver_value(op.results[0], ctx + ((frame_name, it),), token)
+                self._deliver_invariant(op, ctx + ((frame_name, it),), token)
         else:
             self._deliver_value(op.results[0], ctx + ((frame_name, 0),), token)
-        self._deliver_control(op, ctx + ((frame_name, 0),), token is DEAD)
+            self._deliver_control(op, ctx + ((frame_name, 0),), token is DEAD)
+
+    def _deliver_invariant(self, enter: Op, ctx: Context, token: object) -> None:
+        self._deliver_value(enter.results[0], ctx, token)
+        self._deliver_control(enter, ctx, token is DEAD)
 
     def _fire_next(self, op: Op, ctx: Context, token: object) -> None:
         if token is DEAD:
@@ -223,8 +228,8 @@ class FrameExecutor:
         frame = self.frames.setdefault((parent, frame_name), _Frame())
         if it + 1 not in frame.iterations:
             frame.iterations.add(it + 1)
-            for value, inv in frame.invariants:
-                self._deliver_value(value, nxt, inv)
+            for enter, inv in frame.invariants:
+                self._deliver_invariant(enter, nxt, inv)
         self._deliver_value(op.results[0], nxt, token)
         self._deliver_control(op, nxt, False)
 
