@@ -156,6 +156,10 @@ class PipelineReport:
         return "\n".join(_format_lines(self)) + "\n"
 
 
+# The widest pass label the report's table column grows to.
+_LABEL_WIDTH = 72
+
+
 def _format_lines(report: PipelineReport) -> list[str]:
     records = report.records
     if not records:
@@ -164,11 +168,15 @@ def _format_lines(report: PipelineReport) -> list[str]:
     count = f"{len(records)} pass" if len(records) == 1 else f"{len(records)} passes"
     lines = [f"pipeline: {count}, {report.total_ms:.1f} ms, {first} -> {last} nodes"]
     labels = [r.label + (" [auto]" if r.inserted_for else "") for r in records]
-    width = max(len("pass"), *map(len, labels))
+    width = min(_LABEL_WIDTH, max(len("pass"), *map(len, labels)))
     lines.append(f"  {'#':>3}  {'pass':<{width}}  {'ms':>8}  {'nodes':>15}  {'sites':>10}  result")
     for record, label in zip(records, labels):
+        position = str(record.position)
+        if len(label) > width:  # a long parameter list gets a line of its own; the numbers follow below it
+            lines.append(f"  {position:>3}  {label}")
+            position, label = "", ""
         nodes = f"{record.nodes_before} -> {record.nodes_after}"
-        lines.append(f"  {record.position:>3}  {label:<{width}}  {record.wall_ms:>8.1f}  {nodes:>15}  "
+        lines.append(f"  {position:>3}  {label:<{width}}  {record.wall_ms:>8.1f}  {nodes:>15}  "
                      f"{_sites(record.sites):>10}  {record.status}")
         if record.error is not None:
             lines.append(f"       error: {record.error}")
