@@ -23,6 +23,7 @@ from compiler.ir import op_registry
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
 from compiler.ir.shapes import Shape
+from compiler.rewrite.constants import const_array
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,14 @@ def _conv2d(op: Op, shapes: Sequence[Shape]) -> Optional[str]:
     return None
 
 
+def _concat_axis(op: Op, _shapes: Sequence[Shape]) -> Optional[str]:
+    """QuantizedConcat rejects a negative concat_dim at run time (Keras writes axis -1)."""
+    axis = const_array(op.operands[0]) if op.operands else None
+    if axis is not None and axis.size == 1 and int(axis.reshape(-1)[0]) < 0:
+        return f"concat_dim={int(axis.reshape(-1)[0])}; QuantizedConcat rejects negative axes at run time"
+    return None
+
+
 def _broadcast(op: Op, shapes: Sequence[Shape]) -> Optional[str]:
     if len(shapes) != 2 or not all(s.is_fully_defined for s in shapes):
         return None
@@ -207,6 +216,7 @@ _CHECKS = {
     "BiasAdd": _nhwc_only,
     "Mul": _broadcast,
     "Add": _broadcast,
+    "Concat": _concat_axis,
 }
 
 

@@ -211,6 +211,19 @@ def test_runs_in_the_interpreter(fixture: str) -> None:
     assert worst >= LOGIT_COSINE.get(fixture, 0.999)
 
 
+def test_negative_concat_axis_stays_in_float() -> None:
+    """Keras writes Concatenate(axis=-1); after backport_concatv2, GTT's QuantizedConcat of it fails in TF
+    ("concatenating dimensions"), so gttc leaves that Concat in float and says why."""
+    model = load_model_fixture("digits_cnn")
+    pipeline = "backport_concatv2 quantize_weights quantize_nodes"
+    report = run_pipeline(load_graph_bytes(model.data), pipeline, model.inputs, model.outputs)
+    assert "left 1 in float, Concat: concat_dim=-1; QuantizedConcat rejects negative axes" in report.format()
+    ours = emit_graphdef_bytes(report.graph)
+    assert run_tf(ours, model.feeds, model.outputs)  # runs
+    with pytest.raises(Exception, match="concatenating|Concat"):
+        run_tf(gtt_transform(model.data, model.inputs, model.outputs, pipeline), model.feeds, model.outputs)
+
+
 def test_resize_keeps_half_pixel_centers() -> None:
     """GTT's QuantizedResizeBilinear drops half_pixel_centers=true (cosine 0.94 to float); gttc copies it.
 
