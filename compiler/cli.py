@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from compiler.api import build_pass_manager, check_node_names
-from compiler.crosscheck import REFERENCES, Candidate, cross_check, is_onnx_path
+from compiler.crosscheck import REFERENCES, Candidate, cross_check, is_eight_bit, is_onnx_path
 from compiler.errors import GttcError, InputError, ToleranceExceeded
 from compiler.ir.graph import Graph
 from compiler.passes.base import PASS_REGISTRY, Param, Pass
@@ -78,6 +78,9 @@ def add_verify_arguments(parser: ArgumentParser) -> None:
     parser.add_argument("--rtol", type=float, default=None,
                         help="relative tolerance per element (default 1e-5; 1e-4 for ONNX candidates)")
     parser.add_argument("--atol", type=float, default=None, help="absolute tolerance per element (default 1e-6; 1e-5 for ONNX)")
+    parser.add_argument("--min-cosine", type=float, default=0.999,
+                        help="an eight-bit candidate passes when each float output's cosine to the original is at "
+                             "least this (default 0.999); --rtol/--atol apply the element-wise test instead")
 
 
 def add_node_arguments(parser: ArgumentParser) -> None:
@@ -240,7 +243,10 @@ def verify_candidates(original: Graph, candidates: Sequence[Candidate], inputs: 
     failed = []
     for candidate in candidates:
         rtol, atol = tolerances(candidate, args)
-        verdict = cross_check(original, candidate, inputs, outputs, args.feeds, args.reference, args.seed, rtol, atol)
+        explicit = args.rtol is not None or args.atol is not None
+        min_cosine = args.min_cosine if not explicit and is_eight_bit(candidate) else None
+        verdict = cross_check(original, candidate, inputs, outputs, args.feeds, args.reference, args.seed, rtol, atol,
+                              min_cosine)
         label = "optimized graph (interpreter)" if isinstance(candidate, Graph) else f"{candidate} (onnxruntime)"
         print(f"verify: {label} vs original ({args.reference})")
         print(verdict.format())

@@ -68,11 +68,30 @@ def run_candidate(candidate: Candidate, feeds: Mapping[str, np.ndarray],
 
 def cross_check(original: Graph, candidate: Candidate, inputs: Sequence[str], outputs: Sequence[str],
                 feeds: Feeds = None, reference: str = "interpreter", seed: int = 0,
-                rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL) -> VerifyReport:
-    """Run the original and the candidate on the same feeds and compare every output."""
+                rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
+                min_cosine: Optional[float] = None) -> VerifyReport:
+    """Run the original and the candidate on the same feeds and compare every output.
+
+    With `min_cosine` (eight-bit candidates) float outputs are judged by their cosine.
+    """
     values = resolve_feeds(original, inputs, feeds, seed)
     expected = run_reference(original, values, outputs, reference)
-    return compare_outputs(expected, run_candidate(candidate, values, outputs), rtol, atol)
+    return compare_outputs(expected, run_candidate(candidate, values, outputs), rtol, atol, min_cosine)
+
+
+# Op types that make a graph (TF) or model (ONNX) compute in eight bits.
+EIGHT_BIT_OPS = frozenset({"QuantizeV2", "QuantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
+                           "QLinearConv", "QLinearMatMul"})
+
+
+def is_eight_bit(candidate: Candidate) -> bool:
+    """Whether the candidate quantizes activations (a QuantizeV2 / Quantized* op, or ONNX's integer ops)."""
+    if isinstance(candidate, Graph):
+        return any(op.type in EIGHT_BIT_OPS or op.type.startswith("Quantized") for op in candidate)
+    import onnx
+
+    model = onnx.load_model_from_string(candidate) if isinstance(candidate, bytes) else onnx.load(str(candidate))
+    return any(node.op_type in EIGHT_BIT_OPS for node in model.graph.node)
 
 
 def is_onnx_path(path: Optional[Union[str, Path]]) -> bool:

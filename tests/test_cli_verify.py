@@ -87,3 +87,25 @@ def test_reference_tf_and_against_tf2onnx(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "vs original (tf)" in result.stdout
     assert "tf2onnx:" in result.stdout and "latency (median, 1 thread)" in result.stdout
+
+
+DIGITS = FIXTURES / "digits_cnn.pb"
+DIGITS_ARGS = ("--inputs=input", "--outputs=Identity,Identity_1", "--feeds", FIXTURES / "digits_cnn.npz",
+               "--calibration", FIXTURES / "digits_cnn_calibration.npz", "-q")
+
+
+def test_eight_bit_candidates_are_judged_by_cosine(tmp_path):
+    """An eight-bit graph cannot meet 1e-5 element-wise: --verify judges it by each output's cosine."""
+    out = tmp_path / "d8.pb"
+    result = gttc("-O2", "--target=mobile-int8", DIGITS, "-o", out, "--verify", *DIGITS_ARGS)
+    assert result.returncode == 0, result.stderr
+    assert "PASS: 2 output(s), cosine >= 0.999 (eight-bit)" in result.stdout
+    cosines = [float(line.split()[4]) for line in result.stdout.splitlines() if line.startswith("Identity")]
+    assert len(cosines) == 2 and min(cosines) >= 0.999
+
+
+@pytest.mark.parametrize("flags", [("--rtol", "1e-5"), ("--min-cosine", "0.9999999")])
+def test_eight_bit_verdict_follows_the_flags(tmp_path, flags):
+    """--rtol/--atol bring back the element-wise test; --min-cosine sets the bar."""
+    result = gttc("-O2", "--target=mobile-int8", DIGITS, "-o", tmp_path / "d8.pb", "--verify", *DIGITS_ARGS, *flags)
+    assert result.returncode == 1 and "FAIL: 2 output(s)" in result.stdout

@@ -8,7 +8,10 @@ the cosine similarity and, for [batch, classes] outputs, top-1 agreement.
 `compare_graphs` runs both graphs in the interpreter on the same feeds.
 
 An output passes when every element satisfies `|c - r| <= atol + rtol*|r|`
-(NaNs must coincide); non-float outputs must match exactly.
+(NaNs must coincide); non-float outputs must match exactly.  An eight-bit
+candidate is judged by `min_cosine` instead: its float outputs pass when their
+cosine to the reference is at least that, since eight bits cannot meet a
+float tolerance element by element.
 """
 from __future__ import annotations
 
@@ -49,6 +52,7 @@ class VerifyReport:
     outputs: list[OutputComparison] = field(default_factory=list)
     rtol: float = DEFAULT_RTOL
     atol: float = DEFAULT_ATOL
+    min_cosine: Optional[float] = None
 
     @property
     def ok(self) -> bool:
@@ -73,23 +77,28 @@ class VerifyReport:
                    f"{o.cosine:>10.6f} {top1:>6}  {'yes' if o.ok else 'NO'}")
             rows.append(row + (f"  ({o.note})" if o.note else ""))
         verdict = "PASS" if self.ok else "FAIL"
-        rows.append(f"{verdict}: {len(self.outputs)} output(s), rtol={self.rtol:g}, atol={self.atol:g}")
+        criterion = (f"cosine >= {self.min_cosine:g} (eight-bit)" if self.min_cosine is not None
+                     else f"rtol={self.rtol:g}, atol={self.atol:g}")
+        rows.append(f"{verdict}: {len(self.outputs)} output(s), {criterion}")
         return "\n".join(rows)
 
 
 def compare_outputs(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray],
-                    rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL) -> VerifyReport:
+                    rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
+                    min_cosine: Optional[float] = None) -> VerifyReport:
     """Compare every reference output with the candidate's output of the same name."""
-    report = VerifyReport(rtol=rtol, atol=atol)
+    report = VerifyReport(rtol=rtol, atol=atol, min_cosine=min_cosine)
     for name, ref in reference.items():
         if name not in candidate:
             report.outputs.append(OutputComparison(name, False, np.shape(ref), note="missing in candidate"))
             continue
-        report.outputs.append(compare_arrays(name, np.asarray(ref), np.asarray(candidate[name]), rtol, atol))
+        report.outputs.append(compare_arrays(name, np.asarray(ref), np.asarray(candidate[name]), rtol, atol,
+                                             min_cosine))
     return report
 
 
-def compare_arrays(name: str, ref: np.ndarray, got: np.ndarray, rtol: float, atol: float) -> OutputComparison:
+def compare_arrays(name: str, ref: np.ndarray, got: np.ndarray, rtol: float, atol: float,
+                   min_cosine: Optional[float] = None) -> OutputComparison:
     """The metrics for one output pair."""
     if ref.shape != got.shape:
         return OutputComparison(name, False, got.shape, note=f"shape {list(got.shape)} != reference {list(ref.shape)}")
@@ -109,7 +118,10 @@ def compare_arrays(name: str, ref: np.ndarray, got: np.ndarray, rtol: float, ato
     max_abs = _nanmax(diff)
     scale = _nanmax(np.abs(r))
     max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
-    return OutputComparison(name, ok, ref.shape, max_abs, max_rel, _cosine(r, c), _top1(r, c))
+    cosine = _cosine(r, c)
+    if min_cosine is not None and not exact:
+        ok = cosine >= min_cosine
+    return OutputComparison(name, ok, ref.shape, max_abs, max_rel, cosine, _top1(r, c))
 
 
 def compare_graphs(reference: Graph, candidate: Graph, inputs: Sequence[str], outputs: Sequence[str],
