@@ -3,7 +3,7 @@
 
     python3 dev.py demo    # install gttc, compile the bundled MobileNetV2 to GraphDef and ONNX, check the numbers,
                            # and compile a trained digits CNN to eight bits with calibrated ranges
-    python3 dev.py test    # install gttc with TensorFlow (the oracle) and run every test
+    python3 dev.py test    # install gttc with TensorFlow (the oracle) and matplotlib, and run every test
 
 Needs nothing but Python 3.10+; everything else is installed into .venv.
 """
@@ -47,7 +47,7 @@ def demo() -> None:
 
 
 def test() -> None:
-    ensure_venv("tf,test,dev")
+    ensure_venv("tf,test,dev,plot")
     run(str(BIN / "python"), "-m", "pytest", "-q", *sys.argv[2:])
 
 

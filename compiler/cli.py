@@ -32,7 +32,7 @@ from compiler.crosscheck import REFERENCES, Candidate, cross_check, is_eight_bit
 from compiler.errors import GttcError, InputError, ToleranceExceeded
 from compiler.ir.graph import Graph
 from compiler.passes.base import PASS_REGISTRY, Param, Pass
-from compiler.passes.instruments import PipelineReport
+from compiler.passes.instruments import FloatSnapshotInstrument, PipelineReport
 from compiler.passes.levels import available_levels, available_targets, levels_including, targets_including
 from compiler.passes.manager import PassManager
 from compiler.passes.pipeline import quote_value
@@ -78,6 +78,10 @@ def add_verify_arguments(parser: ArgumentParser) -> None:
     parser.add_argument("--rtol", type=float, default=None,
                         help="relative tolerance per element (default 1e-5; 1e-4 for ONNX candidates)")
     parser.add_argument("--atol", type=float, default=None, help="absolute tolerance per element (default 1e-6; 1e-5 for ONNX)")
+    parser.add_argument("--layers", action="store_true",
+                        help="for an eight-bit graph: also print each quantized op's SQNR against the float layer")
+    parser.add_argument("--plot", metavar="IMAGE",
+                        help="with --layers: draw the per-layer SQNR to IMAGE (.png, .svg or .pdf; needs gttc[plot])")
     parser.add_argument("--min-cosine", type=float, default=0.999,
                         help="an eight-bit candidate passes when each float output's cosine to the original is at "
                              "least this (default 0.999); --rtol/--atol apply the element-wise test instead")
@@ -186,6 +190,7 @@ def cmd_compile(argv: Sequence[str]) -> int:
         parser.error("no output given (-o OUT or --out_graph)")
     for out in args.outputs_files:
         check_output_path(out, [path])
+    check_plot_argument(args, [path])
     manager = pass_manager_from_args(args)
     graph = load_model(path)
     check_node_names(graph, split_names(args.inputs), "input")
@@ -194,6 +199,9 @@ def cmd_compile(argv: Sequence[str]) -> int:
     if args.verify or any(is_onnx_path(out) for out in args.outputs_files):
         inputs, outputs = resolve_io(graph, args)
         manager = pass_manager_from_args(args, inputs, outputs)  # the passes must protect guessed outputs too
+    float_snapshot = FloatSnapshotInstrument()
+    if args.layers:
+        manager.instruments.append(float_snapshot)
     report = manager.run(graph)
     print_report(report, args)
     rendered = [render_output(report.graph, out, inputs, outputs, args) for out in args.outputs_files]
@@ -203,7 +211,7 @@ def cmd_compile(argv: Sequence[str]) -> int:
             print(f"wrote {out} ({detail}, {len(data)} bytes)", file=sys.stderr)
     if args.verify:
         candidates = [report.graph] + [Path(out) for out in args.outputs_files if is_onnx_path(out)]
-        return verify_candidates(graph, candidates, inputs, outputs, args)
+        return verify_candidates(graph, candidates, inputs, outputs, args, float_snapshot.graph)
     return 0
 
 
@@ -238,8 +246,12 @@ def resolve_io(graph: Graph, args: argparse.Namespace) -> tuple[list[str], list[
 
 
 def verify_candidates(original: Graph, candidates: Sequence[Candidate], inputs: list[str], outputs: list[str],
-                      args: argparse.Namespace) -> int:
-    """Print one comparison table per candidate; exit code 1 if any is past the tolerance."""
+                      args: argparse.Namespace, float_graph: Optional[Graph] = None) -> int:
+    """Print one comparison table per candidate; exit code 1 if any is past the tolerance.
+
+    `float_graph` is what --layers compares an eight-bit graph with, layer by
+    layer (default: the original).
+    """
     failed = []
     for candidate in candidates:
         rtol, atol = tolerances(candidate, args)
@@ -250,11 +262,42 @@ def verify_candidates(original: Graph, candidates: Sequence[Candidate], inputs: 
         label = "optimized graph (interpreter)" if isinstance(candidate, Graph) else f"{candidate} (onnxruntime)"
         print(f"verify: {label} vs original ({args.reference})")
         print(verdict.format())
+        if args.layers and isinstance(candidate, Graph):
+            report_layers(float_graph or original, candidate, inputs, args)
         if not verdict.ok:
             failed.append(label)
     if failed:
         raise ToleranceExceeded(f"outputs differ past the tolerance: {', '.join(failed)}")
     return 0
+
+
+def report_layers(original: Graph, candidate: Graph, inputs: list[str], args: argparse.Namespace) -> None:
+    """The per-layer SQNR table of an eight-bit graph against the original, and its plot if asked."""
+    from compiler.modelio import write_atomic
+    from compiler.runtime.layer_errors import format_layer_errors, layer_errors, plot_layer_errors
+    from compiler.runtime.verify import resolve_feeds
+
+    errors = layer_errors(original, candidate, resolve_feeds(original, inputs, args.feeds, args.seed))
+    sys.stdout.write(format_layer_errors(errors))
+    if args.plot:
+        try:
+            image = plot_layer_errors(errors, Path(args.plot).suffix.lower().lstrip("."), "SQNR per quantized layer")
+        except ImportError:
+            raise InputError("--plot needs matplotlib: pip install 'gttc[plot]'") from None
+        write_atomic(args.plot, image)
+        print(f"wrote {args.plot}", file=sys.stderr)
+
+
+def check_plot_argument(args: argparse.Namespace, inputs: Sequence[str]) -> None:
+    """Before any work: --plot names a writable .png/.svg/.pdf and implies --layers."""
+    from compiler.modelio import check_output_path
+
+    if not args.plot:
+        return
+    if Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise InputError(f"{args.plot}: --plot writes .png, .svg or .pdf")
+    check_output_path(args.plot, list(inputs))
+    args.layers = True
 
 
 def tolerances(candidate: Candidate, args: argparse.Namespace) -> tuple[float, float]:
@@ -288,6 +331,7 @@ def cmd_verify(argv: Sequence[str]) -> int:
     from compiler.modelio import load_model
 
     args = build_verify_parser().parse_args(argv)
+    check_plot_argument(args, [args.original, args.candidate])
     original = load_model(args.original)
     check_node_names(original, split_names(args.inputs), "input")
     check_node_names(original, split_names(args.outputs), "output")

@@ -217,6 +217,24 @@ class ReportInstrument(Instrument):
         return PipelineReport(list(self.records), list(notes), graph)
 
 
+class FloatSnapshotInstrument(Instrument):
+    """Keep a copy of the graph as it was before the first eight-bit pass ran.
+
+    That float graph computes, layer for layer, what the eight-bit graph
+    approximates (the original may differ: -O2 folds batch norms into the
+    weights first), so per-layer errors are measured against it.
+    """
+
+    QUANTIZING = frozenset({"quantize_weights", "quantize_nodes"})
+
+    def __init__(self) -> None:
+        self.graph: Optional[Graph] = None
+
+    def before_pass(self, graph: Graph, step: PipelineStep) -> None:
+        if self.graph is None and step.name in self.QUANTIZING:
+            self.graph = graph.clone()
+
+
 def default_instruments(verify_each: bool = True, print_ir_after: Optional[str] = None,
                         stream: Optional[TextIO] = None) -> list[Instrument]:
     """The instruments `run_pipeline` and the command line install for these options.
@@ -233,6 +251,7 @@ def default_instruments(verify_each: bool = True, print_ir_after: Optional[str] 
 
 
 __all__ = [
+    "FloatSnapshotInstrument",
     "ALL_PASSES", "Instrument", "PassOutcome", "PassRecord", "PipelineReport", "PrintIRInstrument",
     "ReportInstrument", "VerifierInstrument", "default_instruments",
 ]
