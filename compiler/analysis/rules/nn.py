@@ -29,7 +29,7 @@ def _text(value: object) -> str:
 
 
 @shape_rule("Conv2D")
-def _conv2d(facts: OpFacts) -> Optional[list[Shape]]:
+def conv2d_shapes(facts: OpFacts) -> Optional[list[Shape]]:
     return [_conv(facts, facts.shapes[0], 1, depthwise=False)]
 
 
@@ -100,7 +100,7 @@ def _resize(facts: OpFacts) -> Optional[list[Shape]]:
 
 
 @shape_rule("MatMul")
-def _matmul(facts: OpFacts) -> Optional[list[Shape]]:
+def matmul_shapes(facts: OpFacts) -> list[Shape]:
     a, b = facts.dims(0), facts.dims(1)
     if a is None or b is None:
         return [Shape((None, None))]

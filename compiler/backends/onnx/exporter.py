@@ -28,6 +28,7 @@ from compiler.ir.shapes import Shape
 
 # Importing the op families fills the lowering table.
 from compiler.backends.onnx import ops_array, ops_control, ops_conv, ops_elementwise, ops_image, ops_nn, ops_reduce  # noqa: F401,E402,I001
+from compiler.backends.onnx import ops_quantized  # noqa: F401,E402,I001
 
 GRAPH_NAME = "gttc"
 InputShapes = Mapping[str, Sequence[Optional[int]]]
