@@ -90,7 +90,7 @@ TARGETS: dict[str, Target] = {
         Target("portable", "for loading on another machine or runtime: drop device placements and fill in "
                "default attributes first", 2, before="remove_device add_default_attributes"),
         Target("mobile-small", "GTT's shrinking-file-size recipe: store large float weights as eight-bit", 2,
-               after="quantize_weights"),
+               after="quantize_weights repair_weight_ranges"),
         Target("mobile-int8", "eight-bit weights, convolutions and matmuls; the cheap ops between them stay "
                "in float, and each 32-bit result is dequantized directly (--calibration freezes every range)", 2,
                before="add_default_attributes",
