@@ -60,7 +60,7 @@ from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.shapes import Shape
 from compiler.passes.base import Param, Pass, PassContext, PassResult, register_pass
 from compiler.passes.merge_duplicate_nodes import merge_round_gtt
-from compiler.passes.quantize_weights import FLT_MIN, tf_encoded_tensor
+from compiler.passes.quantize_weights import FLT_MIN, new_const, tf_encoded_tensor
 from compiler.quantization.eightbit_ops import (
     EIGHTBIT_OPS, EightBitOp, attribute_fixes, kernel_problem, non_float_reason,
 )
@@ -210,13 +210,6 @@ def _create(graph: Graph, op_type: str, name: str, operands: Sequence[Value], at
     return op
 
 
-def _const(graph: Graph, name: str, array: np.ndarray, dtype: DType, *, before: Optional[Op] = None,
-           after: Optional[Op] = None, control_deps: Sequence[Op] = ()) -> Op:
-    """A Const with exactly GTT's attributes: dtype, and value as tensor_content."""
-    attrs = {"dtype": dtype, "value": tf_encoded_tensor(array, dtype)}
-    return _create(graph, "Const", name, (), attrs, before=before, after=after, control_deps=control_deps)
-
-
 def _take_place(graph: Graph, old: Op, new: Op) -> None:
     """`new` takes over `old`'s readers (their spelling kept), control users and name; `old` is erased."""
     for value, replacement in zip(old.results, new.results):
@@ -358,7 +351,7 @@ def _set_range(graph: Graph, dequantize: Op, codes: np.ndarray, lo: np.float32) 
             value.op.attrs["value"] = tf_encoded_tensor(array, dtype)
         else:
             name = graph.unique_name(f"{dequantize.name}_repaired_{slot}")
-            dequantize.set_operand(slot, _const(graph, name, array, dtype, before=dequantize).result)
+            dequantize.set_operand(slot, new_const(graph, name, array, dtype, before=dequantize).result)
 
 
 # -- step 1: quantized placeholders -------------------------------------------------------
@@ -373,8 +366,8 @@ def quantize_placeholders(graph: Graph, low: float, high: float) -> list[str]:
     done = []
     for placeholder in [op for op in graph if op.type == "Placeholder" and op.attr("dtype") == DType.FLOAT]:
         prefix = f"{placeholder.name}_eightbit"
-        low_op = _const(graph, f"{prefix}/min", np.float32(low), DType.FLOAT, after=placeholder)
-        high_op = _const(graph, f"{prefix}/max", np.float32(high), DType.FLOAT, after=low_op)
+        low_op = new_const(graph, f"{prefix}/min", np.float32(low), DType.FLOAT, after=placeholder)
+        high_op = new_const(graph, f"{prefix}/max", np.float32(high), DType.FLOAT, after=low_op)
         readers = list(placeholder.result.uses)
         placeholder.attrs["dtype"] = DType.QUINT8
         placeholder.result.dtype = DType.QUINT8
@@ -558,9 +551,9 @@ def _quantize_input(graph: Graph, op: Op, slot: int, base: str) -> Op:
     """Measure operand `slot` (reshape to 1-D, Min, Max) and quantize it with that range; returns the QuantizeV2."""
     value = op.operands[slot]
     explicit = [0] if slot in op.explicit_port0 else []
-    dims = _const(graph, f"{base}/reshape_dims", np.array([-1], np.int32), DType.INT32, before=op,
+    dims = new_const(graph, f"{base}/reshape_dims", np.array([-1], np.int32), DType.INT32, before=op,
                   control_deps=[value.op])
-    axes = _const(graph, f"{base}/reduction_dims", np.array([0], np.int32), DType.INT32, before=op,
+    axes = new_const(graph, f"{base}/reduction_dims", np.array([0], np.int32), DType.INT32, before=op,
                   control_deps=[value.op])
     flat = _create(graph, "Reshape", f"{base}/reshape", [value, dims.result], {"T": DType.FLOAT}, before=op,
                    explicit=explicit)
@@ -612,7 +605,7 @@ def _twin_attrs(op: Op, info: EightBitOp) -> AttrMap:
 def _narrow(graph: Graph, op: Op, main: Op, fallback: Optional[tuple[float, float]]) -> Op:
     """Requantize the qint32 result to quint8, over the fallback range or the range measured each run."""
     if fallback is not None:
-        bounds = [_const(graph, f"{main.name}/fallback_{end}", np.float32(value), DType.FLOAT, before=op).result
+        bounds = [new_const(graph, f"{main.name}/fallback_{end}", np.float32(value), DType.FLOAT, before=op).result
                   for end, value in zip(("min", "max"), fallback)]
         explicit = [0]
     else:

@@ -22,6 +22,8 @@ versions are not carried over.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
 import numpy as np
 
 from compiler.errors import PassFailure, PipelineError
@@ -205,13 +207,16 @@ def tf_encoded_tensor(array: np.ndarray, dtype: DType) -> Tensor:
     return Tensor(dtype, arr.shape, array=frozen, source=proto)
 
 
-def new_const(graph: Graph, name: str, array: np.ndarray, dtype: DType, before: Op,
-              control_deps: tuple[Op, ...] = ()) -> Op:
-    """A Const named `name` just before `before`, with GTT's attributes (dtype and value only)."""
+def new_const(graph: Graph, name: str, array: np.ndarray, dtype: DType, before: Optional[Op] = None,
+              control_deps: Sequence[Op] = (), after: Optional[Op] = None) -> Op:
+    """A Const named `name` placed before `before` (or after `after`), with GTT's attributes (dtype and value only).
+
+    A name that is taken is a PassFailure: GTT would write two nodes of that name.
+    """
     if name in graph:
         raise PassFailure(f"cannot add Const '{name}': an op with that name already exists")
     return graph.create_op("Const", name, attrs={"dtype": dtype, "value": tf_encoded_tensor(array, dtype)},
-                           control_deps=control_deps, before=before)
+                           control_deps=control_deps, before=before, after=after)
 
 
 def quantize_const(graph: Graph, const: Op, values: np.ndarray) -> Op:

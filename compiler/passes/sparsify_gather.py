@@ -55,6 +55,7 @@ from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.tensor import Tensor
 from compiler.passes.base import Param, Pass, PassContext, PassResult, register_pass
+from compiler.passes.quantize_weights import tf_encoded_tensor
 from compiler.proto.codec import decode_tensor
 from compiler.proto.tensor_pb2 import TensorProto
 
@@ -373,19 +374,18 @@ def sparsify(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _const_attrs(array: np.ndarray, dtype: DType, as_field: bool = False) -> dict:
     """A Const's attributes, its tensor encoded as GTT encodes it.
 
-    GTT writes tensors with AsProtoTensorContent (packed bytes) except the
-    ExpandDims axis, a one-element tensor set through SetNodeAttr, which
-    TensorFlow writes as `int_val`.  Both keep an (empty) shape message.
+    GTT writes tensors with AsProtoTensorContent (packed bytes, as
+    `tf_encoded_tensor` does) except the ExpandDims axis, a one-element tensor
+    set through SetNodeAttr, which TensorFlow writes as `int_val`.  Both keep
+    an (empty) shape message.
     """
+    if not as_field:
+        return {"value": tf_encoded_tensor(array, dtype), "dtype": dtype}
     proto = TensorProto(dtype=int(dtype))
     proto.tensor_shape.SetInParent()
     for size in array.shape:
         proto.tensor_shape.dim.add().size = size
-    if as_field:
-        proto.int_val.extend(int(x) for x in array.reshape(-1))
-    else:
-        little = np.ascontiguousarray(array, dtype=dtype.to_numpy().newbyteorder("<"))
-        proto.tensor_content = little.tobytes()
+    proto.int_val.extend(int(x) for x in array.reshape(-1))
     return {"value": decode_tensor(proto), "dtype": dtype}
 
 
