@@ -109,3 +109,13 @@ def test_eight_bit_verdict_follows_the_flags(tmp_path, flags):
     """--rtol/--atol bring back the element-wise test; --min-cosine sets the bar."""
     result = gttc("-O2", "--target=mobile-int8", DIGITS, "-o", tmp_path / "d8.pb", "--verify", *DIGITS_ARGS, *flags)
     assert result.returncode == 1 and "FAIL: 2 output(s)" in result.stdout
+
+
+def test_truncated_feeds_file_is_one_line_exit_2(tmp_path):
+    feeds = tmp_path / "cut.npz"
+    np.savez(feeds, input=np.zeros((1, 8, 8, 1), np.float32))
+    feeds.write_bytes(feeds.read_bytes()[: feeds.stat().st_size // 2])
+    result = gttc("verify", DIGITS, DIGITS, "--inputs=input", "--outputs=Identity", "--feeds", feeds)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1
+    assert lines[0].startswith(f"gttc: error: {feeds}: not a readable .npz feeds file (")

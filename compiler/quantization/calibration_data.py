@@ -16,8 +16,8 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 
 from compiler.errors import InputError
-from compiler.ir.graph import Graph, IRError
-from compiler.ir.shapes import Shape
+from compiler.ir.graph import Graph
+from compiler.runtime.random_inputs import declared_shape, input_value, read_npz
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class CalibrationSet:
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         for path in self.files:
-            arrays = _read_npz(path)
+            arrays = read_npz(path, "calibration")
             stacks = {spec.name: _as_stack(spec, arrays[spec.name], path) for spec in self.inputs}
             count = len(next(iter(stacks.values()))) if stacks else 0
             for i in range(count):
@@ -87,20 +87,8 @@ def _calibration_files(path: Path) -> list[Path]:
     return [path]
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            return {_key_name(key): archive[key] for key in archive.files if not key.startswith("output:")}
-    except (OSError, ValueError, EOFError) as err:
-        raise InputError(f"{path}: not a readable .npz calibration file ({err})") from None
-
-
-def _key_name(key: str) -> str:
-    return key.split(":", 1)[1] if key.startswith("input:") else key
-
-
 def _count_feeds(specs: list[InputSpec], path: Path) -> int:
-    arrays = _read_npz(path)
+    arrays = read_npz(path, "calibration")
     wanted = {spec.name for spec in specs}
     for key in arrays:
         if key not in wanted:
@@ -127,14 +115,8 @@ def _as_stack(spec: InputSpec, array: np.ndarray, path: Path) -> np.ndarray:
 
 
 def _declared_dims(graph: Graph, name: str) -> Optional[tuple[Optional[int], ...]]:
-    try:
-        value = graph.value(name)
-    except IRError as err:
-        raise InputError(f"calibration input '{name}': {err}") from None
-    shape = value.op.attr("shape") if value.op.type.startswith("Placeholder") else None
-    if not isinstance(shape, Shape) or shape.dims is None:
-        shape = value.shape
-    return None if shape.dims is None else tuple(shape.dims)
+    dims = declared_shape(input_value(graph, name)).dims
+    return None if dims is None else tuple(dims)
 
 
 __all__ = ["CalibrationSet", "InputSpec", "input_specs", "load_calibration"]

@@ -6,6 +6,7 @@ generator seeded once, so the same seed always gives the same feeds.
 """
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Sequence
 
@@ -25,26 +26,32 @@ def make_feeds(graph: Graph, inputs: Sequence[str], seed: int = 0) -> dict[str, 
     rng = np.random.default_rng(seed)
     feeds = {}
     for name in inputs:
-        value = _input_value(graph, name)
+        value = input_value(graph, name)
         feeds[name] = _random_array(rng, _input_dtype(value, name), _input_shape(value, name))
     return feeds
 
 
 def load_feeds(path: str | Path) -> dict[str, np.ndarray]:
     """Arrays from an .npz; keys `input:<name>` (the fixture format) or plain tensor names."""
+    return read_npz(path, "feeds")
+
+
+def read_npz(path: str | Path, role: str) -> dict[str, np.ndarray]:
+    """Every input array of an .npz, keyed by tensor name (`input:` dropped, `output:` arrays skipped).
+
+    The arrays are read here, inside the error handling: a truncated archive
+    fails on its first array, not on opening.  Any unreadable file is one
+    InputError naming it and `role` (what the file was for).
+    """
     try:
-        archive = np.load(path)
-    except (OSError, ValueError) as err:
-        raise InputError(f"{path}: cannot read feeds ({err})") from None
-    feeds = {}
-    for key in archive.files:
-        if key.startswith("output:"):
-            continue
-        feeds[key.split(":", 1)[1] if key.startswith("input:") else key] = archive[key]
-    return feeds
+        with np.load(path, allow_pickle=False) as archive:
+            return {key.split(":", 1)[1] if key.startswith("input:") else key: archive[key]
+                    for key in archive.files if not key.startswith("output:")}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise InputError(f"{path}: not a readable .npz {role} file ({err})") from None
 
 
-def _input_value(graph: Graph, name: str) -> Value:
+def input_value(graph: Graph, name: str) -> Value:
     try:
         return graph.value(name)
     except IRError as err:
@@ -58,10 +65,16 @@ def _input_dtype(value: Value, name: str) -> DType:
     return dtype
 
 
-def _input_shape(value: Value, name: str) -> tuple[int, ...]:
+def declared_shape(value: Value) -> Shape:
+    """An input's shape: its Placeholder's `shape` attribute when that has a rank, else the inferred one."""
     shape = value.op.attr("shape") if value.op.type.startswith("Placeholder") else None
     if not isinstance(shape, Shape) or shape.dims is None:
         shape = value.shape
+    return shape
+
+
+def _input_shape(value: Value, name: str) -> tuple[int, ...]:
+    shape = declared_shape(value)
     if shape.dims is None:
         raise InputError(f"input '{name}' has unknown rank; pass feeds explicitly")
     return tuple(1 if d is None else d for d in shape.dims)

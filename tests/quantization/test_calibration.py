@@ -80,10 +80,18 @@ def test_mismatched_data_names_the_input(digits_graph, tmp_path: Path, arrays, m
         load_calibration(tmp_path / "bad.npz", graph, inputs)
 
 
+def truncated_npz(path: Path) -> Path:
+    """A calibration file cut in half (a zip whose member is incomplete)."""
+    np.savez(path, input=np.zeros((4, 1, 8, 8, 1), np.float32))
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    return path
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda p: p / "missing.npz", "no such calibration file or folder"),
     (lambda p: (p / "garbage.npz").write_bytes(b"not a zip") and p / "garbage.npz", "not a readable .npz"),
     (lambda p: (p / "empty").mkdir() or p / "empty", "folder holds no .npz"),
+    (lambda p: truncated_npz(p / "cut.npz"), "not a readable .npz calibration file"),
 ])
 def test_unreadable_data(digits_graph, tmp_path: Path, make, message: str) -> None:
     graph, inputs = digits_graph
