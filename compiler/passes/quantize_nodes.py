@@ -52,7 +52,7 @@ from compiler.errors import PassFailure, PipelineError
 from compiler.graphutil.graphdef_header import discard_graphdef_header
 from compiler.graphutil.names import node_name
 from compiler.graphutil.order import gtt_execution_order
-from compiler.graphutil.rewire import move_control_users, set_explicit_port0
+from compiler.graphutil.rewire import set_explicit_port0
 from compiler.ir import op_registry
 from compiler.ir.dtypes import DType
 from compiler.ir.attrs import AttrMap
@@ -65,6 +65,7 @@ from compiler.quantization.eightbit_ops import (
     EIGHTBIT_OPS, EightBitOp, attribute_fixes, kernel_problem, non_float_reason,
 )
 from compiler.rewrite.constants import const_array
+from compiler.rewrite.edit import take_place
 
 FAKE_QUANT = "FakeQuantWithMinMaxVars"
 # Single-input ops that give the same result before or after a FakeQuant: they commute with any
@@ -208,16 +209,6 @@ def _create(graph: Graph, op_type: str, name: str, operands: Sequence[Value], at
     for slot in explicit:
         set_explicit_port0(op, slot, True)
     return op
-
-
-def _take_place(graph: Graph, old: Op, new: Op) -> None:
-    """`new` takes over `old`'s readers (their spelling kept), control users and name; `old` is erased."""
-    for value, replacement in zip(old.results, new.results):
-        value.replace_all_uses_with(replacement)
-    move_control_users(old, new)
-    name = old.name
-    graph.erase_op(old)
-    graph.rename(new, name)
 
 
 def _users_outside(op: Op, inside: Iterable[Op]) -> bool:
@@ -424,7 +415,7 @@ def _hoist(graph: Graph, fake_quant: Op, chain: list[Op]) -> Op:
                     [lowest.operands[0], *fake_quant.operands[1:]], fake_quant.attrs.copy(),
                     before=fake_quant, explicit=explicit, control_deps=fake_quant.control_deps)
     _wire(lowest, 0, moved.result, False)
-    _take_place(graph, fake_quant, chain[0])
+    take_place(graph, fake_quant, chain[0])
     return moved
 
 
@@ -448,7 +439,7 @@ def convert_fake_quants(graph: Graph) -> int:
         dequantize = _create(graph, "Dequantize", graph.unique_name(f"{fake_quant.name}/_dequantize"),
                              requantize.results[:3], {"T": DType.QUINT8, "mode": "MIN_FIRST"},
                              before=fake_quant, explicit=[0])
-        _take_place(graph, fake_quant, dequantize)
+        take_place(graph, fake_quant, dequantize)
         placements[quantize] = [source, low, high, quantize, requantize, dequantize]
     _place(graph, placements)
     return len(placements)
@@ -543,7 +534,7 @@ def convert_op(graph: Graph, op: Op, info: EightBitOp, fallback: Optional[tuple[
     narrow = _narrow(graph, op, main, fallback) if info.wide_output else main
     dequantize = _create(graph, "Dequantize", graph.unique_name(f"{op.name}/_dequantize"), narrow.results[:3],
                          {"T": DType.QUINT8, "mode": "MIN_FIRST"}, before=op, explicit=[0])
-    _take_place(graph, op, dequantize)
+    take_place(graph, op, dequantize)
     return dequantize
 
 

@@ -28,12 +28,12 @@ import numpy as np
 
 from compiler.errors import PassFailure, PipelineError
 from compiler.graphutil.graphdef_header import discard_graphdef_header
-from compiler.graphutil.rewire import move_control_users
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op
 from compiler.ir.tensor import Tensor
 from compiler.passes.base import Param, Pass, PassContext, PassResult, register_pass
 from compiler.proto.tensor_pb2 import TensorProto
+from compiler.rewrite.edit import take_place
 
 FLT_MIN = np.float32(np.finfo(np.float32).tiny)  # C++'s numeric_limits<float>::min()
 FLT_MAX = np.float32(np.finfo(np.float32).max)
@@ -231,11 +231,7 @@ def quantize_const(graph: Graph, const: Op, values: np.ndarray) -> Op:
     dequantize = graph.create_op("Dequantize", graph.unique_name(f"{const.name}/_dequantize"),
                                  operands=[p.result for p in parts],
                                  attrs={"T": DType.QUINT8, "mode": "MIN_FIRST"}, before=const)
-    const.result.replace_all_uses_with(dequantize.result)
-    move_control_users(const, dequantize)
-    name = const.name
-    graph.erase_op(const)
-    graph.rename(dequantize, name)
+    take_place(graph, const, dequantize)
     return dequantize
 
 

@@ -50,7 +50,7 @@ from compiler.errors import PassFailure
 from compiler.graphutil.graphdef_header import discard_graphdef_header
 from compiler.graphutil.names import node_names
 from compiler.graphutil.order import gtt_execution_order
-from compiler.graphutil.rewire import move_control_users, set_explicit_port0
+from compiler.graphutil.rewire import set_explicit_port0
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.tensor import Tensor
@@ -58,6 +58,7 @@ from compiler.passes.base import Param, Pass, PassContext, PassResult, register_
 from compiler.passes.quantize_weights import tf_encoded_tensor
 from compiler.proto.codec import decode_tensor
 from compiler.proto.tensor_pb2 import TensorProto
+from compiler.rewrite.edit import take_place
 
 GATHER_TYPES = ("Gather", "GatherV2")  # GTT runs one full sweep per type, in this order
 WEIGHT_TYPES = frozenset({"Const", "Variable", "VariableV2"})
@@ -358,7 +359,7 @@ def replace_site(graph: Graph, site: Site, refs: Counter) -> Op:
     for op, count in ((table, 2), (indices, 1), (weights, 1), (default, 1), (lookup, 1), (dim, 1)):
         refs[op.name] += count
     refs[ids_text] += 1
-    _take_place(graph, head, expand)
+    take_place(graph, head, expand)
     return init
 
 
@@ -387,15 +388,6 @@ def _const_attrs(array: np.ndarray, dtype: DType, as_field: bool = False) -> dic
         proto.tensor_shape.dim.add().size = size
     proto.int_val.extend(int(x) for x in array.reshape(-1))
     return {"value": decode_tensor(proto), "dtype": dtype}
-
-
-def _take_place(graph: Graph, head: Op, new: Op) -> None:
-    """`new` takes over the Gather's readers (in place, spelling kept) and its name."""
-    name = head.name
-    head.results[0].replace_all_uses_with(new.results[0])
-    move_control_users(head, new)
-    graph.erase_op(head)
-    graph.rename(new, name)
 
 
 def _group_node(graph: Graph, name: str) -> Op:

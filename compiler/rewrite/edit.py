@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Optional
 
+from compiler.graphutil.rewire import move_control_users
 from compiler.ir.graph import Graph, IRError, Op, Value
 
 
@@ -27,6 +28,21 @@ def take_over(graph: Graph, old: Op, new: Value, rename: bool = True) -> None:
     graph.erase_op(old)
     if rename:
         graph.rename(new.op, name)
+
+
+def take_place(graph: Graph, old: Op, new: Op) -> None:
+    """`new` takes over every result's readers, the control users and the name of `old`; `old` is erased.
+
+    Unlike `take_over`, readers keep their spelling and each control user keeps
+    its dependency where it stood (replaced in place), as GTT's renaming of
+    inputs does, so rewrites that must match GTT's output byte for byte use this.
+    """
+    for value, replacement in zip(old.results, new.results):
+        value.replace_all_uses_with(replacement)
+    move_control_users(old, new)
+    name = old.name
+    graph.erase_op(old)
+    graph.rename(new, name)
 
 
 def inherit_control_deps(target: Op, sources: Iterable[Op], exclude: Iterable[Op] = ()) -> None:
