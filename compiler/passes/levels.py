@@ -180,19 +180,26 @@ def drop_output_passes(specs: list[PassSpec], outputs_known: bool, preset: str) 
 # The pass that freezes calibrated ranges, and the passes it must follow.
 CALIBRATION_PASS = "calibrate_ranges"
 _QUANTIZING_PASSES = ("quantize_nodes", "fold_requantize_dequantize")
+# With measured ranges every activation between layers can be eight-bit too: weights go on the
+# symmetric int8 grid and the float ops between quantized kernels get QuantizeV2/Dequantize pairs,
+# so the ONNX export runs in onnxruntime's fused U8S8 kernels (docs/QUANTIZATION.md).
+CALIBRATED_EXTRAS = ("symmetric_weights", "quantize_activations")
 
 
-def with_calibration(specs: list[PassSpec], data: str) -> list[PassSpec]:
+def with_calibration(specs: list[PassSpec], data: str, activations: bool = True) -> list[PassSpec]:
     """`specs` with ranges calibrated on `data` frozen right after the last quantizing pass.
 
-    Without a quantizing pass there is nothing to calibrate: that is a usage error.
+    With `activations`, the CALIBRATED_EXTRAS run first, so their ranges are
+    calibrated too.  Without a quantizing pass there is nothing to calibrate:
+    that is a usage error.
     """
     positions = [i for i, spec in enumerate(specs) if spec.name in _QUANTIZING_PASSES]
     if not positions:
         raise PipelineError("--calibration needs a pipeline that runs quantize_nodes "
                             "(for example --target=mobile-int8)")
     at = positions[-1] + 1
-    return specs[:at] + [PassSpec(CALIBRATION_PASS, [("data", data)])] + specs[at:]
+    extras = [PassSpec(name, []) for name in CALIBRATED_EXTRAS if activations]
+    return specs[:at] + extras + [PassSpec(CALIBRATION_PASS, [("data", data)])] + specs[at:]
 
 
 def levels_including(pass_name: str) -> list[Level]:

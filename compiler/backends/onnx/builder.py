@@ -138,6 +138,11 @@ class GraphBuilder:
             self._producers[out] = node
         return node
 
+    def move_before(self, node: Node, anchor: Node) -> None:
+        """Place `node` just before `anchor`, for an input made after the node that reads it."""
+        self.nodes.remove(node)
+        self.nodes.insert(self.nodes.index(anchor), node)
+
     def add_input(self, spec: ValueSpec) -> None:
         self.inputs.append(spec)
 

@@ -88,9 +88,12 @@ class LoweringContext:
         return found
 
     # -- values ------------------------------------------------------------------
-    def bind(self, value: Value, tensor: str, perm: Perm = None) -> None:
-        """Record that `tensor` (stored in layout `perm`) holds `value`, and describe it."""
+    def bind(self, value: Value, tensor: str, perm: Perm = None, describe: bool = True) -> None:
+        """Record that `tensor` (stored in layout `perm`) holds `value`, and describe it unless
+        `describe` is false (the tensor holds the value in another type, e.g. dequantized)."""
         self._bound[value] = Lowered(tensor, perm)
+        if not describe:
+            return
         dims = self.shape(value).dims
         elem = onnx_type(self.dtype(value))
         if elem and self.builder.producer(tensor) is not None and tensor not in self.builder.value_info:

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from compiler.backends.onnx import layout
+from compiler.backends.onnx.builder import Node
 from compiler.backends.onnx.context import LoweringContext
 from compiler.ir.graph import Op, Value
 
@@ -38,12 +39,48 @@ def absorb_bias(ctx: LoweringContext, op: Op, x: Value, bias: Value) -> bool:
     addend = _bias_vector(ctx, node.op_type, array, x, lowered.perm)
     if addend is None:
         return False
+    scale = _eight_bit_bias_scale(ctx, node)
+    if scale is not None:
+        if len(node.inputs) > 2:
+            return False
+        bias = _int32_bias(ctx, addend, scale, f"{op.name}/bias")
+        ctx.builder.move_before(ctx.builder.producer(bias), node)  # type: ignore[arg-type]
+        node.inputs[2:] = [bias]
+        ctx.bind(op.results[0], lowered.tensor, lowered.perm)
+        ctx.stats[f"int32_bias_into_{node.op_type.lower()}"] += 1
+        return True
     if len(node.inputs) > 2:
         addend = ctx.scope.initializers[node.inputs[2]] + addend
     node.inputs[2:] = [ctx.initializer(addend.astype(array.dtype), f"{op.name}/bias")]
     ctx.bind(op.results[0], lowered.tensor, lowered.perm)
     ctx.stats[f"bias_into_{node.op_type.lower()}"] += 1
     return True
+
+
+def _eight_bit_bias_scale(ctx: LoweringContext, node: Node) -> Optional[np.float32]:
+    """x_scale * w_scale when both operands of `node` are DequantizeLinear outputs with constant scales.
+
+    onnxruntime fuses such a node into QLinearConv / QGemm only if its bias is
+    the DequantizeLinear of int32 codes on exactly that scale.
+    """
+    scales = []
+    for tensor in node.inputs[:2]:
+        producer = ctx.builder.producer(tensor)
+        if producer is None or producer.op_type != "DequantizeLinear":
+            return None
+        scale = ctx.scope.initializers.get(producer.inputs[1])
+        if scale is None or np.size(scale) != 1:
+            return None
+        scales.append(np.float32(np.asarray(scale).reshape(())))
+    return np.float32(scales[0] * scales[1])
+
+
+def _int32_bias(ctx: LoweringContext, bias: np.ndarray, scale: np.float32, base: str) -> str:
+    """DequantizeLinear(round(bias / scale) as int32, scale): the bias within half a product step."""
+    limits = np.iinfo(np.int32)
+    codes = np.clip(np.rint(bias.astype(np.float64) / float(scale)), limits.min, limits.max).astype(np.int32)
+    inputs = [ctx.initializer(codes, f"{base}_int32"), ctx.initializer(scale, f"{base}_scale")]
+    return ctx.node("DequantizeLinear", inputs, f"{ctx.prefix}{base}/dequantize")[0]
 
 
 def _bias_vector(ctx: LoweringContext, op_type: str, array: np.ndarray, x: Value, perm: layout.Perm

@@ -19,6 +19,7 @@ from compiler.backends.onnx.fusion import zero_pad_source
 from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.ops_array import emit_pad, stored_pairs
 from compiler.backends.onnx.ops_image import emit_resize
+from compiler.backends.onnx.ops_quantized import dequantized_weight, quantized_filter
 from compiler.backends.onnx.registry import CHANNELS_FIRST, lowers
 from compiler.ir.graph import Op, Value
 
@@ -61,17 +62,34 @@ def _pad_attrs(pairs: Optional[Pairs]) -> dict[str, object]:
 
 
 # -- filters -----------------------------------------------------------------------
-def conv_filter(ctx: LoweringContext, op: Op, index: int, depthwise: bool) -> tuple[str, list[int], int]:
-    """(ONNX weight tensor, kernel H W, depthwise channel count or 0) for TF filter operand `index`."""
+def _onnx_filter(array: np.ndarray, depthwise: bool) -> np.ndarray:
+    """HWIO -> OIHW; depthwise HW·C·M -> (C·M)·1·HW."""
+    kh, kw, c, m = array.shape
+    if depthwise:
+        return np.ascontiguousarray(array.transpose(2, 3, 0, 1).reshape(c * m, 1, kh, kw))
+    return np.ascontiguousarray(array.transpose(3, 2, 0, 1))
+
+
+def conv_filter(ctx: LoweringContext, op: Op, index: int, depthwise: bool, eight_bit: bool = False
+                ) -> tuple[str, list[int], int]:
+    """(ONNX weight tensor, kernel H W, depthwise channel count or 0) for TF filter operand `index`.
+
+    With `eight_bit` (the input is a DequantizeLinear), a filter that TF dequantizes
+    from constant codes stays a DequantizeLinear of those codes, so onnxruntime
+    runs the convolution in eight bits.
+    """
     value = op.operands[index]
+    suffix = "dw" if depthwise else "oihw"
+    stored = quantized_filter(ctx, value) if eight_bit else None
+    if stored is not None:
+        codes, lo, hi = stored
+        kh, kw, c, _ = codes.shape
+        weight = dequantized_weight(ctx, _onnx_filter(codes, depthwise), lo, hi, f"{value.name}/{suffix}")
+        return weight, [kh, kw], c if depthwise else 0
     array = ctx.constant(value)
     if array is not None:
-        kh, kw, c, m = array.shape
-        if depthwise:
-            weight = np.ascontiguousarray(array.transpose(2, 3, 0, 1).reshape(c * m, 1, kh, kw))
-        else:
-            weight = np.ascontiguousarray(array.transpose(3, 2, 0, 1))
-        return ctx.initializer(weight, f"{value.name}/{'dw' if depthwise else 'oihw'}"), [kh, kw], c if depthwise else 0
+        kh, kw, c, _ = array.shape
+        return ctx.initializer(_onnx_filter(array, depthwise), f"{value.name}/{suffix}"), [kh, kw], c if depthwise else 0
     dims = ctx.shape(value).dims
     if dims is None or None in dims:
         raise UnsupportedOpError(op.type, op.name, "a run-time filter needs a known shape")
@@ -95,7 +113,9 @@ def _group(ctx: LoweringContext, op: Op, x: Value, fmt: DataFormat, filter_in: O
 def emit_conv(ctx: LoweringContext, op: Op, x: str, filter_index: int, depthwise: bool, fmt: DataFormat,
               pads: Optional[Pairs], group: int = 1) -> str:
     """The Conv node itself, with `x` already channels-first and padding settled."""
-    weight, kernel, channels = conv_filter(ctx, op, filter_index, depthwise)
+    producer = ctx.builder.producer(x)
+    eight_bit = producer is not None and producer.op_type == "DequantizeLinear"
+    weight, kernel, channels = conv_filter(ctx, op, filter_index, depthwise, eight_bit)
     attrs = {"kernel_shape": kernel, "strides": fmt.spatial(op.attr("strides", (1, 1, 1, 1))),
              "dilations": fmt.spatial(op.attr("dilations", (1, 1, 1, 1))), "group": channels or group}
     attrs.update(_pad_attrs(pads))

@@ -56,7 +56,7 @@ import numpy as np
 from onnx import TensorProto
 
 from compiler.backends.onnx import layout
-from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.registry import AGNOSTIC, CHANNELS_FIRST, lowers
 from compiler.ir.graph import Op, Value
@@ -89,6 +89,8 @@ class _State:
     ranges: dict[tuple[Value, Value], _Range] = field(default_factory=dict)
     # (min, max) results of a quantized product -> the float32 step s of its accumulator.
     products: dict[tuple[Value, Value], str] = field(default_factory=dict)
+    # (min, max) results of a product lowered as a float op on dequantized inputs -> its float result.
+    float_products: dict[tuple[Value, Value], Lowered] = field(default_factory=dict)
 
 
 _STATES: "weakref.WeakKeyDictionary[LoweringContext, _State]" = weakref.WeakKeyDictionary()
@@ -243,6 +245,9 @@ def _quantize_v2(ctx: LoweringContext, op: Op) -> None:
     if all(static_value(ctx, v) is not None for v in op.results[1:]):
         for value in op.results[1:]:
             ctx.info.constants[value] = static_value(ctx, value)
+    elif _measures_own_input(op):
+        _dynamic_quantize(ctx, op, found)
+        return
     else:
         lo, hi = _widened_range(ctx, op, found.tensor)
         ctx.bind(op.results[1], lo)
@@ -263,6 +268,40 @@ def _bind_static(ctx: LoweringContext, op: Op) -> bool:
         ctx.info.constants[value] = array
     ctx.stats["folded_ops"] += 1
     return True
+
+
+def _measures_own_input(op: Op) -> bool:
+    """Whether min and max are Min/Max over a flattening Reshape of the quantized tensor itself
+    (quantize_nodes' run-time range), which ONNX's DynamicQuantizeLinear measures the same way."""
+    for bound, reduction in zip(op.operands[1:3], ("Min", "Max")):
+        producer = bound.op
+        if producer.type != reduction or not producer.operands:
+            return False
+        source = producer.operands[0].op
+        if source.type != "Reshape" or source.operands[0] is not op.operands[0]:
+            return False
+    return True
+
+
+def _dynamic_quantize(ctx: LoweringContext, op: Op, found: Lowered) -> None:
+    """DynamicQuantizeLinear: the range [min(0, x), max(0, x)], scale and zero point at run time.
+
+    TF also widens a range narrower than ensure_minimum_range * max(1, |min|, |max|)
+    (1% by default) and rounds the zero point half away where ONNX rounds half to even;
+    docs/QUANTIZATION.md bounds what that changes.
+    """
+    codes = ctx.scope.tensors.claim(ctx.prefix + op.results[0].name)
+    step, zp = (ctx.scope.tensors.fresh(f"{ctx.prefix}{op.name}/{suffix}") for suffix in ("step", "zero_point"))
+    ctx.builder.add_node("DynamicQuantizeLinear", [found.tensor], [codes, step, zp],
+                         ctx.scope.nodes.claim(ctx.prefix + op.name))
+    ctx.bind(op.results[0], codes, found.perm)
+    zp_float = ctx.helper1(op, "zero_point_f", "Cast", [zp], to=TensorProto.FLOAT)
+    lo = ctx.helper1(op, "range_min", "Mul", [ctx.helper1(op, "neg_zero_point", "Neg", [zp_float]), step])
+    ctx.bind(op.results[1], lo)
+    ctx.bind(op.results[2], ctx.helper1(op, "range_max", "Add", [lo, ctx.helper1(
+        op, "range_width", "Mul", [step, _f32(ctx, 255.0)])]))
+    _state(ctx).ranges[(op.results[1], op.results[2])] = _Range(step, zp, zp)
+    ctx.stats["dynamic_quantize"] += 1
 
 
 def _widened_range(ctx: LoweringContext, op: Op, stored_x: str) -> tuple[str, str]:
@@ -347,6 +386,72 @@ def quantized_conv_pads(size: Optional[int], window: int, stride: int, padding: 
     return before, max(extent - before, 0)
 
 
+# -- products on dequantized inputs (QDQ) ---------------------------------------------
+def _qdq_applies(ctx: LoweringContext, op: Op) -> bool:
+    """Frozen ranges, constant weights, and one per-tensor Dequantize reading the accumulator:
+    then the product is a float op on DequantizeLinear inputs, which onnxruntime fuses."""
+    if any(static_value(ctx, v) is None for v in op.operands[1:6]):
+        return False
+    readers = op.results[0].users
+    if len(readers) != 1 or op.results[0] in ctx.keep:
+        return False
+    reader = readers[0]
+    return (reader.type == "Dequantize" and len(reader.operands) == 3 and reader.operands[0] is op.results[0]
+            and reader.operands[1] is op.results[1] and reader.operands[2] is op.results[2]
+            and _text(reader.attr("mode", "MIN_COMBINED")) == "MIN_FIRST" and int(reader.attr("axis", -1)) == -1)
+
+
+def dequantized_weight(ctx: LoweringContext, codes: np.ndarray, lo: F32, hi: F32, base: str) -> str:
+    """DequantizeLinear of constant quint8 weight codes over [lo, hi].
+
+    On the symmetric grid (zero point 128, no code 0: see symmetric_weights) the
+    codes are stored as int8 with zero point 0, onnxruntime's fast U8S8 path;
+    otherwise as uint8 with TF's zero point (U8U8), the same numbers on a slower path.
+    """
+    step = float_for_one_level(lo, hi, np.uint8)
+    zp = zero_point(lo, hi, np.uint8)
+    if not 0 <= zp <= 255:
+        raise UnsupportedOpError("Dequantize", base, f"weight range [{lo}, {hi}] does not contain 0.0")
+    if zp == 128 and (codes.size == 0 or int(codes.min()) >= 1):
+        stored, zero = (codes.astype(np.int16) - 128).astype(np.int8), np.int8(0)
+        ctx.stats["int8_weights"] += 1
+    else:
+        stored, zero = np.asarray(codes, np.uint8), np.uint8(zp)
+        ctx.stats["uint8_weights"] += 1
+    inputs = [ctx.initializer(np.ascontiguousarray(stored), f"{base}/codes"),
+              ctx.initializer(np.float32(step), f"{base}/scale"), ctx.initializer(zero, f"{base}/zero_point")]
+    return ctx.node("DequantizeLinear", inputs, f"{ctx.prefix}{base}/dequantize")[0]
+
+
+def quantized_filter(ctx: LoweringContext, value: Value) -> Optional[tuple[np.ndarray, F32, F32]]:
+    """(quint8 codes, lo, hi) when `value` is a MIN_FIRST Dequantize of constant codes with a constant range."""
+    op = value.op
+    if op.type != "Dequantize" or len(op.operands) != 3 or _text(op.attr("mode", "MIN_COMBINED")) != "MIN_FIRST":
+        return None
+    arrays = [static_value(ctx, v) for v in op.operands]
+    if any(a is None for a in arrays) or np.asarray(arrays[0]).dtype != np.uint8:
+        return None
+    return np.asarray(arrays[0]), _scalar(arrays[1]), _scalar(arrays[2])  # type: ignore[arg-type]
+
+
+def _dequantized_input(ctx: LoweringContext, op: Op, x: str) -> str:
+    x_range = range_of(ctx, op, op.operands[2], op.operands[3])
+    return ctx.helper1(op, "dequantize_input", "DequantizeLinear", [x, x_range.step, x_range.kernel_zp])
+
+
+def _bind_float_product(ctx: LoweringContext, op: Op, tensor: str, perm: layout.Perm) -> None:
+    """The float product stands for the accumulator: its only reader, a Dequantize, takes it as is."""
+    ctx.bind(op.results[0], tensor, perm, describe=False)
+    for value in op.results[1:3]:
+        ctx.info.constants[value] = static_value(ctx, value)
+    _state(ctx).float_products[(op.results[1], op.results[2])] = Lowered(tensor, perm)
+    ctx.stats["qdq_products"] += 1
+
+
+def _weight_bounds(ctx: LoweringContext, op: Op) -> tuple[F32, F32]:
+    return _scalar(static_value(ctx, op.operands[4])), _scalar(static_value(ctx, op.operands[5]))  # type: ignore
+
+
 @lowers("QuantizedConv2D", layout=CHANNELS_FIRST)
 def _quantized_conv2d(ctx: LoweringContext, op: Op) -> None:
     _check_product_types(op, ("Tinput", "Tfilter", "out_type"))
@@ -367,10 +472,17 @@ def _quantized_conv2d(ctx: LoweringContext, op: Op) -> None:
     if all(p != (-1, -1) for p in pairs):
         pad_attrs = {"pads": [pairs[0][0], pairs[1][0], pairs[0][1], pairs[1][1]]}  # type: ignore[index]
     nchw = layout.channels_first(4)
+    attrs = {"kernel_shape": [kh, kw], "strides": [strides[1], strides[2]], **pad_attrs}
+    if _qdq_applies(ctx, op):
+        x = _dequantized_input(ctx, op, ctx.operand(op, 0, nchw))
+        w = dequantized_weight(ctx, np.ascontiguousarray(weights.transpose(3, 2, 0, 1)), *_weight_bounds(ctx, op),
+                               f"{op.operands[1].name}/oihw")
+        _bind_float_product(ctx, op, ctx.emit1(op, "Conv", [x, w], **attrs), nchw)
+        return
     x_range = range_of(ctx, op, op.operands[2], op.operands[3])
     oihw = ctx.initializer(np.ascontiguousarray(weights.transpose(3, 2, 0, 1)), f"{op.operands[1].name}/oihw_u8")
     inputs = [ctx.operand(op, 0, nchw), oihw, x_range.kernel_zp, _weight_zero_point(ctx, op)]
-    out = ctx.emit1(op, "ConvInteger", inputs, kernel_shape=[kh, kw], strides=[strides[1], strides[2]], **pad_attrs)
+    out = ctx.emit1(op, "ConvInteger", inputs, **attrs)
     ctx.bind(op.results[0], out, nchw)
     _bind_product_range(ctx, op, x_range)
 
@@ -382,6 +494,12 @@ def _quantized_matmul(ctx: LoweringContext, op: Op) -> None:
     if op.attr("transpose_b", False):
         weights = weights.T
     a = ctx.operand(op, 0)
+    if _qdq_applies(ctx, op):
+        w = dequantized_weight(ctx, np.ascontiguousarray(weights), *_weight_bounds(ctx, op), f"{op.operands[1].name}/kn")
+        transpose_a = int(bool(op.attr("transpose_a", False)))
+        _bind_float_product(ctx, op, ctx.emit1(op, "Gemm", [_dequantized_input(ctx, op, a), w], transA=transpose_a),
+                            None)
+        return
     if op.attr("transpose_a", False):
         a = ctx.helper1(op, "transpose_a", "Transpose", [a], perm=[1, 0])
     a_range = range_of(ctx, op, op.operands[2], op.operands[3])
@@ -400,10 +518,16 @@ def _dequantize(ctx: LoweringContext, op: Op) -> None:
     mode, dtype = _text(op.attr("mode", "MIN_COMBINED")), op.attr("T")
     if mode != "MIN_FIRST" or int(op.attr("axis", -1)) != -1:
         raise UnsupportedOpError(op.type, op.name, f"only per-tensor MIN_FIRST is supported, not {mode}")
-    found = ctx.agnostic_operand(op)
     key = (op.operands[1], op.operands[2])
+    if key in _state(ctx).float_products:
+        product = _state(ctx).float_products[key]
+        ctx.bind(op.results[0], product.tensor, product.perm)
+        return
+    found = ctx.agnostic_operand(op)
     lo, hi = static_value(ctx, key[0]), static_value(ctx, key[1])
-    if key in _state(ctx).products:
+    if lo is not None and hi is not None and dtype.to_numpy() == np.dtype(np.uint8):
+        out = ctx.emit1(op, "DequantizeLinear", [found.tensor, *_dequantize_params(ctx, op, _scalar(lo), _scalar(hi))])
+    elif key in _state(ctx).products:
         out = _scaled(ctx, op, found.tensor, _state(ctx).products[key], None)
     elif lo is not None and hi is not None:
         scale, offset = _static_affine(_scalar(lo), _scalar(hi), dtype.to_numpy())
@@ -416,6 +540,23 @@ def _dequantize(ctx: LoweringContext, op: Op) -> None:
         raise UnsupportedOpError(op.type, op.name, "a run-time range that does not come from a QuantizeV2, "
                                  "QuantizedConv2D or QuantizedMatMul exported with it")
     ctx.bind(op.results[0], out, found.perm)
+
+
+def _dequantize_params(ctx: LoweringContext, op: Op, lo: F32, hi: F32) -> tuple[str, str]:
+    """(scale, zero point) of TF's Dequantize MIN_FIRST of quint8 over a frozen range.
+
+    TF computes code * scale + round(lo / scale) * scale: DequantizeLinear's
+    (code - zp) * scale with zp = -round_half_away(lo / scale), within a float32
+    rounding of TF's two-step result.
+    """
+    scale, offset = _static_affine(lo, hi, np.dtype(np.uint8))
+    zp = -int(round_half_away(np.float32(offset / scale))) if scale else 0
+    if not 0 <= zp <= 255:
+        raise UnsupportedOpError(op.type, op.name, f"range [{lo}, {hi}] does not contain 0.0")
+    params = range_of(ctx, op, op.operands[1], op.operands[2])
+    step = params.step if ctx.scope.initializers.get(params.step) == scale else ctx.initializer(scale, f"{op.name}/scale")
+    same = ctx.scope.initializers.get(params.quantize_zp) == zp
+    return step, params.quantize_zp if same else ctx.initializer(np.uint8(zp), f"{op.name}/zero_point")
 
 
 def _static_affine(lo: F32, hi: F32, dtype: np.dtype) -> tuple[np.float32, np.float32]:

@@ -1,0 +1,255 @@
+"""symmetric_weights: put convolution and matmul weights on the grid onnxruntime's fast int8 kernels use.
+
+GTT's quantize_weights and quantize_nodes store a weight as quint8 codes over
+[min(w), max(w)], so its zero point is wherever 0.0 falls.  onnxruntime's fast
+path on x86 multiplies uint8 activations by *int8* weights with zero point 0
+(U8S8); a uint8 weight with another zero point takes a slower path.  This
+pass re-grids every weight of a quantized product onto the symmetric grid
+
+    step s = max|w| / 127,   codes c = round(w / s) + 128 in [1, 255],
+    range [min, max] = [-128 s, 127 s]
+
+which TF reads as ordinary quint8 (its zero point is exactly 128), and which
+the ONNX backend writes as int8 codes c - 128 with scale s: both sides then
+hold the same weights, element for element.
+
+Sites: the filter of QuantizedConv2D / QuantizedMatMul (stored codes, or a
+QuantizeV2 of a float Const), and the filter of a float Conv2D,
+DepthwiseConv2dNative or MatMul that reads a Dequantize of stored codes or a
+float Const (these become Const + Dequantize on the same grid, so the ONNX
+backend can run them in eight bits too).  The report says what re-gridding
+cost, in steps (LSB) of the grid each weight had before.  (Not a GTT transform.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from compiler.ir.dtypes import DType
+from compiler.ir.graph import Graph, Op, Value
+from compiler.passes.base import Pass, PassContext, PassResult, register_pass
+from compiler.passes.quantize_weights import new_const, round_half_away
+from compiler.rewrite.constants import const_array
+from compiler.rewrite.edit import erase_dead, node_names
+from compiler.runtime.kernels import get_kernel
+from compiler.runtime.kernels.quantized_conversion import float_for_one_level, zero_point
+
+QUANTIZED_PRODUCTS = ("QuantizedConv2D", "QuantizedMatMul")
+FLOAT_PRODUCTS = ("Conv2D", "DepthwiseConv2dNative", "MatMul")
+_FILTER = 1
+_FILTER_RANGE = (4, 5)  # the filter's (min, max) operands of a quantized product
+_ZERO_CODE = 128
+
+
+@dataclass(frozen=True)
+class SymmetricGrid:
+    """A weight on the symmetric grid: quint8 codes and the TF range that makes 128 the zero."""
+
+    codes: np.ndarray
+    lo: np.float32
+    hi: np.float32
+
+    @property
+    def step(self) -> np.float32:
+        return float_for_one_level(self.lo, self.hi, np.uint8)
+
+
+def symmetric_grid(values: np.ndarray) -> SymmetricGrid:
+    """`values` on the symmetric grid (see the module docstring); all-zero weights get step 1."""
+    peak = float(np.max(np.abs(values))) if values.size else 0.0
+    step = np.float32(peak / 127.0) if peak > 0 else np.float32(1.0)
+    lo, hi = np.float32(-128.0 * step), np.float32(127.0 * step)
+    # The codes are computed with TF's own step for [lo, hi], so TF and ONNX agree on every weight.
+    tf_step = float(float_for_one_level(lo, hi, np.uint8))
+    codes = np.clip(round_half_away(values.astype(np.float64) / tf_step), -127, 127) + _ZERO_CODE
+    if zero_point(lo, hi, np.uint8) != _ZERO_CODE:
+        raise AssertionError(f"symmetric range [{lo}, {hi}] does not put 0.0 on code 128")
+    return SymmetricGrid(codes.astype(np.uint8), lo, hi)
+
+
+def is_symmetric(lo: float, hi: float, codes: np.ndarray) -> bool:
+    """Whether quint8 `codes` over [lo, hi] already are a symmetric-grid weight (zero at 128, no code 0)."""
+    return (zero_point(np.float32(lo), np.float32(hi), np.uint8) == _ZERO_CODE
+            and bool(np.isclose(np.float32(-lo) / np.float32(hi), 128.0 / 127.0, rtol=1e-6))
+            and (codes.size == 0 or int(codes.min()) >= 1))
+
+
+@dataclass
+class _Cost:
+    """What re-gridding moved each weight by, in steps of the grid it had."""
+
+    regridded: int = 0
+    unchanged: int = 0
+    quantized_floats: int = 0
+    max_lsb: float = 0.0
+    total_lsb: float = 0.0
+    elements: int = 0
+
+    def add(self, before: np.ndarray, after: np.ndarray, old_step: float) -> None:
+        moved = np.abs(after.astype(np.float64) - before.astype(np.float64)) / old_step
+        self.regridded += 1
+        self.max_lsb = max(self.max_lsb, float(moved.max(initial=0.0)))
+        self.total_lsb += float(moved.sum())
+        self.elements += moved.size
+
+
+@dataclass
+class _Rewriter:
+    graph: Graph
+    cost: _Cost = field(default_factory=_Cost)
+    done: dict[Value, tuple[Value, Value, Value]] = field(default_factory=dict)
+
+    def grid_consts(self, base: str, grid: SymmetricGrid, before: Op) -> tuple[Value, Value, Value]:
+        parts = [(f"{base}/symmetric_codes", grid.codes, DType.QUINT8), (f"{base}/symmetric_min", grid.lo, DType.FLOAT),
+                 (f"{base}/symmetric_max", grid.hi, DType.FLOAT)]
+        made = [new_const(self.graph, self.graph.unique_name(name), np.asarray(array), dtype, before=before)
+                for name, array, dtype in parts]
+        return made[0].result, made[1].result, made[2].result
+
+    def regrid(self, source: Value, values: np.ndarray, old: Optional[tuple[np.ndarray, float]], user: Op
+               ) -> Optional[tuple[Value, Value, Value]]:
+        """New (codes, min, max) Consts for the weight `source`; None when it already is symmetric."""
+        if source in self.done:
+            return self.done[source]
+        grid = symmetric_grid(values)
+        if old is None:
+            self.cost.quantized_floats += 1
+        else:
+            self.cost.add(old[0], dequantized(grid.codes, grid.lo, grid.hi), old[1])
+        self.done[source] = self.grid_consts(source.op.name, grid, user)
+        return self.done[source]
+
+
+def dequantized(codes: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """The float weights TF's Dequantize (MIN_FIRST) reads from quint8 codes over [lo, hi]."""
+    attrs = {"T": DType.QUINT8, "mode": "MIN_FIRST"}
+    return np.asarray(get_kernel("Dequantize")(attrs, [codes, np.float32(lo), np.float32(hi)])[0])
+
+
+def _stored_weight(codes: Value, lo: Value, hi: Value) -> Optional[tuple[np.ndarray, float, float]]:
+    """(quint8 codes, min, max) when all three are constants and the codes are quint8."""
+    arrays = [const_array(v) for v in (codes, lo, hi)]
+    if any(a is None for a in arrays) or codes.dtype != DType.QUINT8:
+        return None
+    return arrays[0], float(np.asarray(arrays[1]).reshape(-1)[0]), float(np.asarray(arrays[2]).reshape(-1)[0])
+
+
+@register_pass
+class SymmetricWeights(Pass):
+    """Re-grid product weights onto the symmetric int8 grid TF and onnxruntime both run exactly (gttc extension)."""
+
+    name = "symmetric_weights"
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        rewriter = _Rewriter(graph)
+        stale: list[Op] = []
+        for op in list(graph):
+            if op.type in QUANTIZED_PRODUCTS and len(op.operands) >= 6:
+                stale.extend(_quantized_product(rewriter, op))
+            elif op.type in FLOAT_PRODUCTS and len(op.operands) >= 2:
+                stale.extend(_float_product(rewriter, op))
+        erase_dead(graph, stale, node_names(ctx.inputs) | node_names(ctx.outputs))
+        return _report(rewriter.cost)
+
+
+def _quantized_product(rewriter: _Rewriter, op: Op) -> list[Op]:
+    """Re-grid the filter of a QuantizedConv2D/MatMul; returns ops that may now be dead."""
+    weight, lo, hi = op.operands[_FILTER], op.operands[_FILTER_RANGE[0]], op.operands[_FILTER_RANGE[1]]
+    stored = _stored_weight(weight, lo, hi)
+    if stored is not None:
+        codes, low, high = stored
+        if is_symmetric(low, high, codes):
+            rewriter.cost.unchanged += 1
+            return []
+        old = dequantized(codes, low, high)
+        new = rewriter.regrid(weight, old, (old, float(float_for_one_level(low, high, np.uint8))), op)
+    else:
+        source = _quantized_float_const(weight, lo, hi)
+        if source is None:
+            return []
+        values, old_codes, low, high = source
+        old = dequantized(old_codes, low, high)
+        new = rewriter.regrid(weight, values, (old, float(float_for_one_level(low, high, np.uint8))), op)
+    if new is None:
+        return []
+    stale = [weight.op, lo.op, hi.op]
+    op.set_operand(_FILTER, new[0])
+    op.set_operand(_FILTER_RANGE[0], new[1])
+    op.set_operand(_FILTER_RANGE[1], new[2])
+    return stale
+
+
+def _quantized_float_const(weight: Value, lo: Value, hi: Value
+                           ) -> Optional[tuple[np.ndarray, np.ndarray, float, float]]:
+    """(float values, TF's codes, min, max) for a filter that is QuantizeV2 of a float Const at run time."""
+    quantize = weight.op
+    if quantize.type != "QuantizeV2" or lo.op is not quantize or hi.op is not quantize or weight.index != 0:
+        return None
+    arrays = [const_array(v) for v in quantize.operands[:3]]
+    if any(a is None for a in arrays) or quantize.operands[0].dtype != DType.FLOAT:
+        return None
+    codes, low, high = get_kernel("QuantizeV2")(quantize.attrs, [np.asarray(a) for a in arrays])
+    return (np.asarray(arrays[0], np.float32), np.asarray(codes), float(np.asarray(low).reshape(-1)[0]),
+            float(np.asarray(high).reshape(-1)[0]))
+
+
+def _float_product(rewriter: _Rewriter, op: Op) -> list[Op]:
+    """Give a float conv/matmul's constant filter a symmetric-grid Const + Dequantize."""
+    weight = op.operands[_FILTER]
+    producer = weight.op
+    if producer.type == "Dequantize" and producer.attr("mode", "MIN_COMBINED") in ("MIN_FIRST", b"MIN_FIRST"):
+        stored = _stored_weight(*producer.operands[:3]) if len(producer.operands) == 3 else None
+        if stored is None:
+            return []
+        codes, low, high = stored
+        if is_symmetric(low, high, codes):
+            rewriter.cost.unchanged += 1
+            return []
+        old = dequantized(codes, low, high)
+        new = rewriter.regrid(weight, old, (old, float(float_for_one_level(low, high, np.uint8))), op)
+    else:
+        values = const_array(weight)
+        if values is None or weight.dtype != DType.FLOAT or values.size == 0:
+            return []
+        new = rewriter.regrid(weight, np.asarray(values, np.float32), None, op)
+    if new is None:
+        return []
+    dequantize = _dequantize_of(rewriter, weight, new, op)
+    op.set_operand(_FILTER, dequantize)
+    return [producer]
+
+
+def _dequantize_of(rewriter: _Rewriter, weight: Value, parts: tuple[Value, Value, Value], user: Op) -> Value:
+    """One Dequantize (MIN_FIRST) of the new codes per weight, shared by every reader."""
+    key = parts[0]
+    found = [u for u in key.users if u.type == "Dequantize"]
+    if found:
+        return found[0].results[0]
+    graph = rewriter.graph
+    op = graph.create_op("Dequantize", graph.unique_name(f"{weight.op.name}/symmetric"), operands=list(parts),
+                         attrs={"T": DType.QUINT8, "mode": "MIN_FIRST"}, before=user)
+    return op.results[0]
+
+
+def _report(cost: _Cost) -> PassResult:
+    result = PassResult()
+    result.sites = cost.regridded + cost.quantized_floats
+    result.changed = result.sites > 0
+    if not result.sites and not cost.unchanged:
+        result.note("no convolution or matmul weights to put on the symmetric grid")
+        return result
+    if cost.regridded:
+        mean = cost.total_lsb / max(cost.elements, 1)
+        result.note(f"re-gridded {cost.regridded} eight-bit weights to symmetric int8: each element moved at most "
+                    f"{cost.max_lsb:.2f} LSB of its previous grid (mean {mean:.3f} LSB over {cost.elements} elements)")
+    if cost.quantized_floats:
+        result.note(f"quantized {cost.quantized_floats} float filters straight onto the symmetric grid "
+                    "(at most 0.5 LSB each)")
+    if cost.unchanged:
+        result.note(f"{cost.unchanged} weights were already symmetric")
+    return result
+
+
+__all__ = ["SymmetricGrid", "SymmetricWeights", "dequantized", "is_symmetric", "symmetric_grid"]
