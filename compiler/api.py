@@ -15,7 +15,7 @@ from compiler.errors import InputError
 from compiler.frontends.graphdef import load_graph_bytes
 from compiler.ir.graph import Graph, split_tensor_name
 from compiler.passes.instruments import PipelineReport, default_instruments
-from compiler.passes.levels import preset_pipeline, with_calibration
+from compiler.passes.levels import dynamic_ranges_note, preset_pipeline, with_calibration
 from compiler.passes.manager import PassManager
 from compiler.passes.pipeline import parse_pipeline
 
@@ -41,6 +41,8 @@ def build_pass_manager(inputs: Sequence[str] = (), outputs: Sequence[str] = (), 
     specs += parse_pipeline(transforms)
     if calibration is not None:
         specs = with_calibration(specs, calibration)
+    else:
+        notes += dynamic_ranges_note(specs)
     instruments = default_instruments(verify_each, print_ir_after, stream)
     return PassManager(specs, inputs, outputs, auto_prereqs, instruments, notes)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from compiler.api import build_pass_manager, check_node_names
-from compiler.crosscheck import REFERENCES, Candidate, cross_check, is_eight_bit, is_onnx_path
+from compiler.crosscheck import REFERENCES, Candidate, cross_check, feed_list, is_eight_bit, is_onnx_path
 from compiler.errors import GttcError, InputError, ToleranceExceeded
 from compiler.ir.graph import Graph
 from compiler.passes.base import PASS_REGISTRY, Param, Pass
@@ -72,6 +72,9 @@ def add_io_arguments(parser: ArgumentParser) -> None:
 def add_verify_arguments(parser: ArgumentParser) -> None:
     """How outputs are compared: feeds, reference runtime and tolerances."""
     parser.add_argument("--feeds", metavar="NPZ", help="inputs from an .npz (keys: input names); default: seeded random")
+    parser.add_argument("--dataset", metavar="DATA",
+                        help="compare over every feed of DATA (the --calibration format: an .npz of stacked feeds, "
+                             "or a folder); default with --calibration: the calibration data")
     parser.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     parser.add_argument("--reference", choices=REFERENCES, default="interpreter",
                         help="what runs the original: gttc's interpreter (default) or TensorFlow (needs gttc[tf])")
@@ -210,6 +213,8 @@ def cmd_compile(argv: Sequence[str]) -> int:
         if not args.quiet:
             print(f"wrote {out} ({detail}, {len(data)} bytes)", file=sys.stderr)
     if args.verify:
+        if args.calibration and not args.feeds and not args.dataset:
+            args.dataset = args.calibration
         candidates = [report.graph] + [Path(out) for out in args.outputs_files if is_onnx_path(out)]
         return verify_candidates(graph, candidates, inputs, outputs, args, float_snapshot.graph)
     return 0
@@ -253,16 +258,16 @@ def verify_candidates(original: Graph, candidates: Sequence[Candidate], inputs: 
     layer (default: the original).
     """
     failed = []
-    for candidate in candidates:
+    for candidate, runtime in _runs(candidates, args):
         rtol, atol = tolerances(candidate, args)
         explicit = args.rtol is not None or args.atol is not None
         min_cosine = args.min_cosine if not explicit and is_eight_bit(candidate) else None
         verdict = cross_check(original, candidate, inputs, outputs, args.feeds, args.reference, args.seed, rtol, atol,
-                              min_cosine)
-        label = "optimized graph (interpreter)" if isinstance(candidate, Graph) else f"{candidate} (onnxruntime)"
-        print(f"verify: {label} vs original ({args.reference})")
+                              min_cosine, args.dataset, runtime)
+        label = f"optimized graph ({runtime})" if isinstance(candidate, Graph) else f"{candidate} (onnxruntime)"
+        print(f"verify: {label} vs original ({args.reference}){_over(args)}")
         print(verdict.format())
-        if args.layers and isinstance(candidate, Graph):
+        if args.layers and isinstance(candidate, Graph) and runtime == "interpreter":
             report_layers(float_graph or original, candidate, inputs, args)
         if not verdict.ok:
             failed.append(label)
@@ -271,13 +276,24 @@ def verify_candidates(original: Graph, candidates: Sequence[Candidate], inputs: 
     return 0
 
 
+def _runs(candidates: Sequence[Candidate], args: argparse.Namespace) -> list[tuple[Candidate, str]]:
+    """Each candidate with what runs it; with --reference=tf an eight-bit graph also runs in TensorFlow."""
+    runs = [(candidate, "interpreter") for candidate in candidates]
+    if args.reference == "tf":
+        runs += [(c, "tf") for c in candidates if isinstance(c, Graph) and is_eight_bit(c)]
+    return runs
+
+
+def _over(args: argparse.Namespace) -> str:
+    return f" over every feed of {args.dataset}" if args.dataset else ""
+
+
 def report_layers(original: Graph, candidate: Graph, inputs: list[str], args: argparse.Namespace) -> None:
     """The per-layer SQNR table of an eight-bit graph against the original, and its plot if asked."""
     from compiler.modelio import write_atomic
     from compiler.runtime.layer_errors import format_layer_errors, layer_errors, plot_layer_errors
-    from compiler.runtime.verify import resolve_feeds
 
-    errors = layer_errors(original, candidate, resolve_feeds(original, inputs, args.feeds, args.seed))
+    errors = layer_errors(original, candidate, feed_list(original, inputs, args.feeds, args.seed, args.dataset)[0])
     sys.stdout.write(format_layer_errors(errors))
     if args.plot:
         try:
@@ -289,8 +305,12 @@ def report_layers(original: Graph, candidate: Graph, inputs: list[str], args: ar
 
 
 def check_plot_argument(args: argparse.Namespace, inputs: Sequence[str]) -> None:
-    """Before any work: --plot names a writable .png/.svg/.pdf and implies --layers."""
+    """Before any work: --feeds and --dataset exclude each other; --plot names a writable
+    .png/.svg/.pdf and implies --layers."""
     from compiler.modelio import check_output_path
+
+    if args.feeds and args.dataset:
+        raise InputError("give --feeds (one feed) or --dataset (many), not both")
 
     if not args.plot:
         return

@@ -10,7 +10,7 @@ measures the difference per output.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -56,27 +56,57 @@ def run_in_tensorflow(graph_bytes: bytes, feeds: Mapping[str, np.ndarray],
 
 
 def run_candidate(candidate: Candidate, feeds: Mapping[str, np.ndarray],
-                  outputs: Sequence[str]) -> dict[str, np.ndarray]:
-    """A graph runs in the interpreter; an ONNX model (path or bytes) in onnxruntime."""
+                  outputs: Sequence[str], runtime: str = "interpreter") -> dict[str, np.ndarray]:
+    """A graph runs in the interpreter (or TensorFlow, with runtime="tf"); an ONNX model (path or
+    bytes) in onnxruntime."""
     if isinstance(candidate, Graph):
         present = {k: v for k, v in feeds.items() if k.split(":")[0] in candidate}
-        return run_graph(candidate, present, list(outputs))
+        return run_reference(candidate, present, outputs, runtime)
     from compiler.runtime.onnx_runner import run_onnx
 
     return run_onnx(candidate, feeds, outputs)
 
 
+FeedList = Sequence[Mapping[str, np.ndarray]]
+
+
+def feed_list(graph: Graph, inputs: Sequence[str], feeds: Feeds = None, seed: int = 0,
+              dataset: Optional[Union[str, Path]] = None) -> list[dict[str, np.ndarray]]:
+    """Every feed to compare on: each of a dataset's (the calibration format), or one feed."""
+    if dataset is not None:
+        from compiler.quantization.calibration_data import load_calibration
+
+        return [dict(feed) for feed in load_calibration(dataset, graph, inputs)]
+    return [resolve_feeds(graph, inputs, feeds, seed)]
+
+
+def run_all(run: Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]], feeds: FeedList
+            ) -> dict[str, np.ndarray]:
+    """`run` on every feed, each output's results joined along axis 0 (stacked when rank 0)."""
+    results = [run(feed) for feed in feeds]
+    joined = {}
+    for name in results[0]:
+        parts = [np.asarray(r[name]) for r in results]
+        joined[name] = parts[0] if len(parts) == 1 else (
+            np.stack(parts) if parts[0].ndim == 0 else np.concatenate(parts))
+    return joined
+
+
 def cross_check(original: Graph, candidate: Candidate, inputs: Sequence[str], outputs: Sequence[str],
                 feeds: Feeds = None, reference: str = "interpreter", seed: int = 0,
                 rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
-                min_cosine: Optional[float] = None) -> VerifyReport:
-    """Run the original and the candidate on the same feeds and compare every output.
+                min_cosine: Optional[float] = None, dataset: Optional[Union[str, Path]] = None,
+                runtime: str = "interpreter") -> VerifyReport:
+    """Run the original and the candidate on the same feeds (all of `dataset`'s, if given) and
+    compare every output.
 
-    With `min_cosine` (eight-bit candidates) float outputs are judged by their cosine.
+    With `min_cosine` (eight-bit candidates) float outputs are judged by their cosine;
+    `runtime` says what runs a graph candidate (the interpreter, or TensorFlow).
     """
-    values = resolve_feeds(original, inputs, feeds, seed)
-    expected = run_reference(original, values, outputs, reference)
-    return compare_outputs(expected, run_candidate(candidate, values, outputs), rtol, atol, min_cosine)
+    values = feed_list(original, inputs, feeds, seed, dataset)
+    expected = run_all(lambda feed: run_reference(original, feed, outputs, reference), values)
+    got = run_all(lambda feed: run_candidate(candidate, feed, outputs, runtime), values)
+    return compare_outputs(expected, got, rtol, atol, min_cosine)
 
 
 # Op types that make a graph (TF) or model (ONNX) compute in eight bits.

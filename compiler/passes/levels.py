@@ -202,6 +202,14 @@ def with_calibration(specs: list[PassSpec], data: str, activations: bool = True)
     return specs[:at] + extras + [PassSpec(CALIBRATION_PASS, [("data", data)])] + specs[at:]
 
 
+def dynamic_ranges_note(specs: list[PassSpec]) -> list[str]:
+    """The one-line note for a quantizing pipeline run without calibration data."""
+    if not any(spec.name in _QUANTIZING_PASSES for spec in specs):
+        return []
+    return ["no --calibration: activation ranges are measured on every run (GTT's dynamic ranges); "
+            "an .onnx output quantizes activations with DynamicQuantizeLinear"]
+
+
 def levels_including(pass_name: str) -> list[Level]:
     """Available levels that run `pass_name` (for --list-passes)."""
     return [level for level in available_levels() if any(s.name == pass_name for s in level.specs())]
@@ -213,7 +221,7 @@ def targets_including(pass_name: str) -> list[Target]:
 
 
 __all__ = [
-    "CALIBRATION_PASS", "LEVELS", "Level", "NEEDS_OUTPUTS", "TARGETS", "Target", "available_levels", "available_targets",
-    "drop_output_passes", "get_level", "get_target", "levels_including", "missing_passes", "preset_pipeline",
-    "targets_including", "with_calibration",
+    "CALIBRATED_EXTRAS", "CALIBRATION_PASS", "LEVELS", "Level", "NEEDS_OUTPUTS", "TARGETS", "Target",
+    "available_levels", "available_targets", "drop_output_passes", "dynamic_ranges_note", "get_level", "get_target",
+    "levels_including", "missing_passes", "preset_pipeline", "targets_including", "with_calibration",
 ]

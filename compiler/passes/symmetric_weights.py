@@ -187,19 +187,65 @@ def _quantized_float_const(weight: Value, lo: Value, hi: Value
     quantize = weight.op
     if quantize.type != "QuantizeV2" or lo.op is not quantize or hi.op is not quantize or weight.index != 0:
         return None
-    arrays = [const_array(v) for v in quantize.operands[:3]]
-    if any(a is None for a in arrays) or quantize.operands[0].dtype != DType.FLOAT:
+    if quantize.operands[0].dtype != DType.FLOAT or len(quantize.operands) != 3:
         return None
-    codes, low, high = get_kernel("QuantizeV2")(quantize.attrs, [np.asarray(a) for a in arrays])
-    return (np.asarray(arrays[0], np.float32), np.asarray(codes), float(np.asarray(low).reshape(-1)[0]),
+    source = _behind_identities(quantize.operands[0])
+    values = _weight_values(source)
+    if values is None:
+        return None
+    bounds = [_static_bound(v, values, source) for v in quantize.operands[1:3]]
+    if any(b is None for b in bounds):
+        return None
+    codes, low, high = get_kernel("QuantizeV2")(quantize.attrs, [np.asarray(values)] + bounds)
+    return (np.asarray(values, np.float32), np.asarray(codes), float(np.asarray(low).reshape(-1)[0]),
             float(np.asarray(high).reshape(-1)[0]))
+
+
+def _behind_identities(value: Value) -> Value:
+    while value.op.type == "Identity" and len(value.op.operands) == 1 and not value.op.control_deps:
+        value = value.op.operands[0]
+    return value
+
+
+def _weight_values(value: Value) -> Optional[np.ndarray]:
+    """Float weights known at compile time: a float Const, or TF's Dequantize of stored codes."""
+    found = const_array(value)
+    if found is not None:
+        return np.asarray(found, np.float32)
+    op = value.op
+    if op.type == "Dequantize" and len(op.operands) == 3 and _text(op.attr("mode", "MIN_COMBINED")) == "MIN_FIRST":
+        stored = _stored_weight(*op.operands)
+        if stored is not None:
+            return dequantized(*stored)
+    return None
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _static_bound(bound: Value, values: np.ndarray, source: Value) -> Optional[np.ndarray]:
+    """A QuantizeV2 range operand known at compile time: a constant, or (GTT's form) the Min or
+    Max of a flattening Reshape of the constant weights themselves."""
+    found = const_array(bound)
+    if found is not None:
+        return np.asarray(found, np.float32)
+    reduction = bound.op
+    if reduction.type not in ("Min", "Max") or not reduction.operands or reduction.operands[0].op.type != "Reshape":
+        return None
+    if _behind_identities(reduction.operands[0].op.operands[0]) is not source:
+        return None
+    flat = np.asarray(values, np.float32).reshape(-1)
+    if flat.size == 0:
+        return None
+    return np.float32(flat.min() if reduction.type == "Min" else flat.max())
 
 
 def _float_product(rewriter: _Rewriter, op: Op) -> list[Op]:
     """Give a float conv/matmul's constant filter a symmetric-grid Const + Dequantize."""
     weight = op.operands[_FILTER]
     producer = weight.op
-    if producer.type == "Dequantize" and producer.attr("mode", "MIN_COMBINED") in ("MIN_FIRST", b"MIN_FIRST"):
+    if producer.type == "Dequantize" and _text(producer.attr("mode", "MIN_COMBINED")) == "MIN_FIRST":
         stored = _stored_weight(*producer.operands[:3]) if len(producer.operands) == 3 else None
         if stored is None:
             return []

@@ -30,8 +30,25 @@ def _reduce(ctx: LoweringContext, op: Op) -> None:
         ctx.bind(op.results[0], found.tensor, found.perm)
         return
     stored = sorted(layout.physical_axis(a, found.perm, rank) for a in axes)
-    out = opset.reduce(ctx, op, REDUCTIONS[op.type], found.tensor, stored, keep)
+    if op.type == "Mean" and rank == 4 and stored == [2, 3] and _is_dequantized(ctx, found.tensor):
+        out = _global_average(ctx, op, found.tensor, keep)
+    else:
+        out = opset.reduce(ctx, op, REDUCTIONS[op.type], found.tensor, stored, keep)
     ctx.bind(op.results[0], out, found.perm if keep else layout.after_removing(found.perm, axes, rank))
+
+
+def _is_dequantized(ctx: LoweringContext, tensor: str) -> bool:
+    producer = ctx.builder.producer(tensor)
+    return producer is not None and producer.op_type == "DequantizeLinear"
+
+
+def _global_average(ctx: LoweringContext, op: Op, x: str, keep: bool) -> str:
+    """GlobalAveragePool (+ Squeeze): on an eight-bit input onnxruntime runs it as
+    QLinearGlobalAveragePool, where ReduceMean stays in float."""
+    if keep:
+        return ctx.emit1(op, "GlobalAveragePool", [x])
+    pooled = ctx.helper1(op, "global_average", "GlobalAveragePool", [x])
+    return ctx.emit1(op, "Squeeze", [pooled, ctx.ints([2, 3], "spatial_axes")])
 
 
 @lowers("ArgMax", "ArgMin")
