@@ -208,10 +208,12 @@ def cmd_compile(argv: Sequence[str]) -> int:
     report = manager.run(graph)
     print_report(report, args)
     rendered = [render_output(report.graph, out, inputs, outputs, args) for out in args.outputs_files]
-    for out, (data, detail) in zip(args.outputs_files, rendered):  # nothing is written unless all rendered
+    for out, (data, detail, eight_bit) in zip(args.outputs_files, rendered):  # nothing is written unless all rendered
         write_atomic(out, data)
         if not args.quiet:
             print(f"wrote {out} ({detail}, {len(data)} bytes)", file=sys.stderr)
+            if eight_bit:
+                print(f"  {eight_bit}", file=sys.stderr)
     if args.verify:
         if args.calibration and not args.feeds and not args.dataset:
             args.dataset = args.calibration
@@ -221,14 +223,15 @@ def cmd_compile(argv: Sequence[str]) -> int:
 
 
 def render_output(graph: Graph, out: str, inputs: list[str], outputs: list[str],
-                  args: argparse.Namespace) -> tuple[bytes, str]:
-    """The bytes for one output file, by suffix, and a short description for the log."""
+                  args: argparse.Namespace) -> tuple[bytes, str, Optional[str]]:
+    """The bytes for one output file, by suffix, a short description for the log and, for an
+    eight-bit ONNX model, which ops compute on eight-bit inputs and which stay float."""
     from compiler.modelio import output_format, serialize, serialize_onnx
 
     if is_onnx_path(out):
         data, export = serialize_onnx(graph, inputs, outputs, args.opset)
-        return data, export.summary()
-    return serialize(graph, output_format(out)), f"{len(graph)} nodes"
+        return data, export.summary(), export.eight_bit
+    return serialize(graph, output_format(out)), f"{len(graph)} nodes", None
 
 
 def resolve_io(graph: Graph, args: argparse.Namespace) -> tuple[list[str], list[str]]:

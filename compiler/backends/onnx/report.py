@@ -22,6 +22,7 @@ class ExportReport:
     initializer_count: int
     opset: int
     stats: dict[str, int] = field(default_factory=dict)
+    eight_bit: Optional[str] = None
 
     @property
     def transpose_count(self) -> int:
@@ -33,7 +34,8 @@ class ExportReport:
         counts = Counter(n.op_type for n in nodes)
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
         return cls(len(nodes), dict(sorted(counts.items())), [n.name for n in nodes if n.op_type == "Transpose"],
-                   len(model.graph.initializer), opset, dict(sorted((stats or {}).items())))
+                   len(model.graph.initializer), opset, dict(sorted((stats or {}).items())),
+                   eight_bit_summary(model.graph))
 
     def summary(self) -> str:
         """One line: total nodes, Transposes, then per-op counts, most frequent first."""
@@ -51,3 +53,43 @@ def iter_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for sub in attr.graphs:
                     yield from iter_nodes(sub)
+
+
+# Nodes that only convert, move or describe data: neither eight-bit computation nor float left behind.
+_PLUMBING = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Transpose", "Reshape",
+                       "Squeeze", "Unsqueeze", "Flatten", "Identity", "Shape", "Gather", "Slice", "Concat", "Cast",
+                       "Constant"})
+_INTEGER = frozenset({"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul"})
+# Activations onnxruntime folds into the quantization of the op before them.
+_FUSED_ACTIVATIONS = frozenset({"Relu", "Clip"})
+
+
+def eight_bit_summary(graph: onnx.GraphProto) -> Optional[str]:
+    """Which compute nodes read only eight-bit values (DequantizeLinear outputs or integer ops) and
+    which read float activations, by op type; None for a model with no quantization at all."""
+    nodes = list(graph.node)
+    if not any(n.op_type in ("QuantizeLinear", "DynamicQuantizeLinear") for n in nodes):
+        return None
+    constants = {i.name for i in graph.initializer}
+    produced = {out: node for node in nodes for out in node.output}
+    eight_bit: Counter = Counter()
+    left: Counter = Counter()
+    quantized: set[str] = set()
+    for node in nodes:
+        if node.op_type in _PLUMBING:
+            continue
+        sources = [produced.get(name) for name in node.input if name and name not in constants]
+        if node.op_type in _INTEGER or (sources and all(s is not None and s.op_type == "DequantizeLinear"
+                                                       for s in sources)):
+            eight_bit[node.op_type] += 1
+            quantized.add(node.name)
+        elif node.op_type in _FUSED_ACTIVATIONS and sources and sources[0] is not None and sources[0].name in quantized:
+            quantized.add(node.name)
+        else:
+            left[node.op_type] += 1
+    return (f"eight-bit: {_counted(eight_bit) or 'none'} (their Relu/Clip included); "
+            f"left in float: {_counted(left) or 'none'}")
+
+
+def _counted(counts: Counter) -> str:
+    return ", ".join(f"{op} {n}" for op, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
