@@ -31,7 +31,8 @@ def check_node_names(graph: Graph, names: Sequence[str], role: str) -> None:
 def build_pass_manager(inputs: Sequence[str] = (), outputs: Sequence[str] = (), opt_level: Optional[int] = None,
                        target: Optional[str] = None, transforms: str = "", auto_prereqs: bool = False,
                        verify_each: bool = True, print_ir_after: Optional[str] = None,
-                       stream: Optional[TextIO] = None, calibration: Optional[str] = None) -> PassManager:
+                       stream: Optional[TextIO] = None, calibration: Optional[str] = None,
+                       float_ops: Sequence[str] = ()) -> PassManager:
     """Validate the whole request without a graph: the preset's passes, then `transforms`.
 
     With `calibration` (an .npz file or folder), ranges measured on that data are
@@ -40,7 +41,7 @@ def build_pass_manager(inputs: Sequence[str] = (), outputs: Sequence[str] = (), 
     specs, notes = preset_pipeline(opt_level, target, outputs_known=bool(outputs))
     specs += parse_pipeline(transforms)
     if calibration is not None:
-        specs = with_calibration(specs, calibration)
+        specs = with_calibration(specs, calibration, float_ops=float_ops)
     else:
         notes += dynamic_ranges_note(specs)
     instruments = default_instruments(verify_each, print_ir_after, stream)

@@ -141,6 +141,9 @@ def build_compile_parser() -> ArgumentParser:
                         help="run the original and each output on the same inputs; exit 1 past the tolerance")
     add_calibration_argument(parser, "calibrate the eight-bit ranges on this data and freeze them "
                                      "right after quantize_nodes (with --target=mobile-int8 or a pipeline that quantizes)")
+    parser.add_argument("--float-op", dest="float_ops", action="append", default=[], metavar="OP",
+                        help="with --calibration: keep this op type in float between eight-bit layers (repeatable; "
+                             "default Softmax, whose eight-bit probabilities lose close classes; 'none' keeps none)")
     add_verify_arguments(parser)
     return parser
 
@@ -168,7 +171,7 @@ def pass_manager_from_args(args: argparse.Namespace, inputs: Optional[list[str]]
     return build_pass_manager(
         inputs, outputs, args.opt_level, args.target, args.transforms,
         args.auto_prereqs, args.verify_each, args.print_ir_after, sys.stderr,
-        calibration=getattr(args, "calibration", None),
+        calibration=getattr(args, "calibration", None), float_ops=getattr(args, "float_ops", ()),
     )
 
 

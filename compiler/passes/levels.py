@@ -186,11 +186,13 @@ _QUANTIZING_PASSES = ("quantize_nodes", "fold_requantize_dequantize")
 CALIBRATED_EXTRAS = ("symmetric_weights", "quantize_activations")
 
 
-def with_calibration(specs: list[PassSpec], data: str, activations: bool = True) -> list[PassSpec]:
+def with_calibration(specs: list[PassSpec], data: str, activations: bool = True,
+                     float_ops: Sequence[str] = ()) -> list[PassSpec]:
     """`specs` with ranges calibrated on `data` frozen right after the last quantizing pass.
 
     With `activations`, the CALIBRATED_EXTRAS run first, so their ranges are
-    calibrated too.  Without a quantizing pass there is nothing to calibrate:
+    calibrated too; `float_ops` overrides which op types quantize_activations
+    keeps in float.  Without a quantizing pass there is nothing to calibrate:
     that is a usage error.
     """
     positions = [i for i, spec in enumerate(specs) if spec.name in _QUANTIZING_PASSES]
@@ -198,7 +200,8 @@ def with_calibration(specs: list[PassSpec], data: str, activations: bool = True)
         raise PipelineError("--calibration needs a pipeline that runs quantize_nodes "
                             "(for example --target=mobile-int8)")
     at = positions[-1] + 1
-    extras = [PassSpec(name, []) for name in CALIBRATED_EXTRAS if activations]
+    params = {"quantize_activations": [("float_op", op) for op in float_ops]}
+    extras = [PassSpec(name, params.get(name, [])) for name in CALIBRATED_EXTRAS if activations]
     return specs[:at] + extras + [PassSpec(CALIBRATION_PASS, [("data", data)])] + specs[at:]
 
 

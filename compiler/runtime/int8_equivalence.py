@@ -37,7 +37,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from compiler.errors import InputError
-from compiler.ir.graph import Graph, Op, Value
+from compiler.ir.graph import Graph, Op
 from compiler.runtime.interpreter import Interpreter
 from compiler.runtime.onnx_runner import OnnxRunner
 
@@ -59,10 +59,16 @@ class Agreement:
     elements: int
     max_lsb: int
     within_1: int
+    exact: int
 
     @property
     def share(self) -> float:
+        """The share of codes at most 1 LSB apart."""
         return self.within_1 / self.elements if self.elements else 1.0
+
+    @property
+    def exact_share(self) -> float:
+        return self.exact / self.elements if self.elements else 1.0
 
 
 @dataclass(frozen=True)
@@ -137,11 +143,11 @@ class Int8EquivalenceReport:
 def _pooled(agreements: Sequence[Agreement] | object) -> Agreement:
     items = list(agreements)  # type: ignore[arg-type]
     return Agreement(sum(a.elements for a in items), max((a.max_lsb for a in items), default=0),
-                     sum(a.within_1 for a in items))
+                     sum(a.within_1 for a in items), sum(a.exact for a in items))
 
 
-def _badness(agreement: Agreement) -> tuple[int, float]:
-    return agreement.max_lsb, -agreement.share
+def _badness(agreement: Agreement) -> tuple[int, float, float]:
+    return agreement.max_lsb, -agreement.share, -agreement.exact_share
 
 
 # -- the comparison -------------------------------------------------------------------
@@ -292,7 +298,8 @@ def _logical(array: np.ndarray, perm: Perm) -> np.ndarray:
 
 def _agreement(ours: np.ndarray, theirs: np.ndarray) -> Agreement:
     diff = np.abs(ours.astype(np.int16) - theirs.reshape(ours.shape).astype(np.int16))
-    return Agreement(int(diff.size), int(diff.max(initial=0)), int(np.count_nonzero(diff <= 1)))
+    return Agreement(int(diff.size), int(diff.max(initial=0)), int(np.count_nonzero(diff <= 1)),
+                     int(np.count_nonzero(diff == 0)))
 
 
 # -- naming ----------------------------------------------------------------------------
@@ -395,9 +402,9 @@ def _format(report: Int8EquivalenceReport, max_rows: int) -> str:
 def _summary(label: str, report: Int8EquivalenceReport, end_to_end: bool) -> str:
     pooled = _pooled(r.end_to_end if end_to_end else r.per_op for r in report.rows)
     worst = report.worst(end_to_end)
-    where = "" if worst is None else f" (worst {pooled.max_lsb} LSB at {_clip(worst.name, 60)})"
+    where = "" if worst is None or pooled.max_lsb == 0 else f" (worst {pooled.max_lsb} LSB at {_clip(worst.name, 60)})"
     return (f"{label}: {len(report.rows)} points, {_percent(pooled.share)} of {pooled.elements} elements "
-            f"within 1 LSB{where}")
+            f"within 1 LSB, {_percent(pooled.exact_share)} equal{where}")
 
 
 __all__ = ["Agreement", "Int8EquivalenceReport", "OutputRow", "PointRow", "compare_quantized", "quantization_points"]
