@@ -108,7 +108,7 @@ def accuracy(runner: OnnxRunner, reference: list[np.ndarray], feeds: list[dict],
 
 
 def bench_model(model: Model, runs: int, calibration: Path, folder: Path) -> list[str]:
-    names = ["float", "ort-int8", "gttc-int8", "gttc-u8u8"] + (["gttc-qop"] if HAS_QOPERATOR else [])
+    names = ["float", "ort-int8", "gttc-int8", "gttc-u8u8", "gttc-qop"]
     paths = {name: folder / f"{model.name}.{name}.onnx" for name in names}
     builders: dict[str, Callable[[], None]] = {
         "float": lambda: paths["float"].write_bytes(

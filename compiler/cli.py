@@ -31,6 +31,7 @@ from compiler.api import build_pass_manager, check_node_names
 from compiler.crosscheck import REFERENCES, Candidate, cross_check, feed_list, is_eight_bit, is_onnx_path
 from compiler.errors import GttcError, InputError, ToleranceExceeded
 from compiler.ir.graph import Graph
+from compiler.modelio import ONNX_QUANT_FORMATS
 from compiler.passes.base import PASS_REGISTRY, Param, Pass
 from compiler.passes.instruments import FloatSnapshotInstrument, PipelineReport
 from compiler.passes.levels import available_levels, available_targets, levels_including, targets_including
@@ -67,6 +68,9 @@ def add_io_arguments(parser: ArgumentParser) -> None:
                         metavar="OUT", help="output file, repeatable; the suffix picks the format (.pb, .pbtxt, .ir, .onnx)")
     add_node_arguments(parser)
     parser.add_argument("--opset", type=int, default=None, help="ONNX opset for .onnx outputs (default 17)")
+    parser.add_argument("--onnx-quant", choices=ONNX_QUANT_FORMATS, default="qdq",
+                        help="how an eight-bit graph is written to .onnx: qdq (QuantizeLinear/DequantizeLinear around "
+                             "float ops, which onnxruntime fuses; default) or qoperator (QLinearConv, QLinearMatMul...)")
 
 
 def add_verify_arguments(parser: ArgumentParser) -> None:
@@ -232,7 +236,7 @@ def render_output(graph: Graph, out: str, inputs: list[str], outputs: list[str],
     from compiler.modelio import output_format, serialize, serialize_onnx
 
     if is_onnx_path(out):
-        data, export = serialize_onnx(graph, inputs, outputs, args.opset)
+        data, export = serialize_onnx(graph, inputs, outputs, args.opset, args.onnx_quant)
         return data, export.summary(), export.eight_bit
     return serialize(graph, output_format(out)), f"{len(graph)} nodes", None
 
@@ -277,9 +281,42 @@ def verify_candidates(original: Graph, candidates: Sequence[Candidate], inputs: 
             report_layers(float_graph or original, candidate, inputs, args)
         if not verdict.ok:
             failed.append(label)
+    eight_bit_graph = next((c for c in candidates if isinstance(c, Graph) and is_eight_bit(c)),
+                           original if is_eight_bit(original) else None)
+    for candidate in candidates:
+        if eight_bit_graph is not None and not isinstance(candidate, Graph) and is_eight_bit(candidate):
+            if not report_equivalence(eight_bit_graph, candidate, inputs, outputs, args):
+                failed.append(f"{candidate} (eight-bit equivalence)")
     if failed:
         raise ToleranceExceeded(f"outputs differ past the tolerance: {', '.join(failed)}")
     return 0
+
+
+# What an eight-bit ONNX model must keep against its GraphDef: per op, this share of codes
+# within 1 LSB; end to end, this logit cosine.
+MIN_SHARE_WITHIN_1_LSB = 0.999
+MIN_EQUIVALENT_COSINE = 0.9999
+
+
+def report_equivalence(graph: Graph, candidate: Candidate, inputs: list[str], outputs: list[str],
+                       args: argparse.Namespace) -> bool:
+    """Per quantized op and end to end, in LSB: the eight-bit graph (interpreter) against the
+    eight-bit ONNX model (onnxruntime), on the first feed."""
+    import onnx
+
+    from compiler.runtime.int8_equivalence import compare_quantized
+
+    model = onnx.load_model_from_string(candidate) if isinstance(candidate, bytes) else onnx.load(str(candidate))
+    feeds = feed_list(graph, inputs, args.feeds, args.seed, args.dataset)
+    report = compare_quantized(graph, model, feeds[0], inputs, outputs)
+    cosines_ok = all(o.cosine >= MIN_EQUIVALENT_COSINE for o in report.outputs)
+    ok = report.passed(MIN_SHARE_WITHIN_1_LSB) and cosines_ok
+    print(f"verify: {candidate} (onnxruntime) vs the eight-bit graph (interpreter), per quantized op"
+          f"{' on the first feed' if len(feeds) > 1 else ''}")
+    print(report.format())
+    print(f"{'PASS' if ok else 'FAIL'}: every op >= {MIN_SHARE_WITHIN_1_LSB:.1%} of codes within 1 LSB, "
+          f"every output cosine >= {MIN_EQUIVALENT_COSINE:g}")
+    return ok
 
 
 def _runs(candidates: Sequence[Candidate], args: argparse.Namespace) -> list[tuple[Candidate, str]]:

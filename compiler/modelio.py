@@ -107,10 +107,16 @@ def save_model(graph: Graph, path: str | Path, writer: Callable[[str | Path, byt
     return len(data)
 
 
+# How an eight-bit graph is written to ONNX: QuantizeLinear/DequantizeLinear around float ops,
+# which onnxruntime fuses (default), or onnxruntime's QLinear* operators directly.
+ONNX_QUANT_FORMATS = ("qdq", "qoperator")
+
+
 def serialize_onnx(graph: Graph, inputs: Sequence[str], outputs: Sequence[str],
-                   opset: Optional[int] = None) -> tuple[bytes, "ExportReport"]:
-    """ONNX model bytes (default opset unless given) and the export report."""
+                   opset: Optional[int] = None, quant_format: str = "qdq") -> tuple[bytes, "ExportReport"]:
+    """ONNX model bytes (default opset unless given) and the export report; `quant_format`
+    is one of ONNX_QUANT_FORMATS."""
     from compiler.backends.onnx import DEFAULT_OPSET, export_with_report
 
-    result = export_with_report(graph, inputs, outputs, opset or DEFAULT_OPSET)
+    result = export_with_report(graph, inputs, outputs, opset or DEFAULT_OPSET, quant_format=quant_format)
     return result.model.SerializeToString(), result.report

@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 import onnx
@@ -140,8 +140,8 @@ class Int8EquivalenceReport:
         return _format(self, max_rows)
 
 
-def _pooled(agreements: Sequence[Agreement] | object) -> Agreement:
-    items = list(agreements)  # type: ignore[arg-type]
+def _pooled(agreements: Iterable[Agreement]) -> Agreement:
+    items = list(agreements)
     return Agreement(sum(a.elements for a in items), max((a.max_lsb for a in items), default=0),
                      sum(a.within_1 for a in items), sum(a.exact for a in items))
 
@@ -155,31 +155,48 @@ def compare_quantized(graph: Graph, model: onnx.ModelProto, feeds: Mapping[str, 
                       inputs: Sequence[str], outputs: Sequence[str]) -> Int8EquivalenceReport:
     """Compare an eight-bit graph (interpreter) with the ONNX model exported from it (onnxruntime)."""
     points = quantization_points(graph, inputs)
+    names = _common_points(points, model)
+    steps = {out: _output_dequantize(graph, out, inputs) for out in outputs}
+    ranges = [v.name for d in steps.values() if d is not None for v in d.operands[1:3]]
+    ours = _run_interpreter(graph, feeds, names + list(outputs) + ranges)
+    theirs = _run_onnx(_with_outputs(model, names), feeds, names + list(outputs))
+    perms = _layouts(names, ours, theirs)
+    fed = _per_op_codes(model, {n: _physical(ours[n], perm) for n, perm in perms.items()}, feeds)
+    labels = _point_labels(graph, points, inputs)
+    rows = [PointRow(n, labels[n], _agreement(ours[n], _logical(fed[n], perm)),
+                     _agreement(ours[n], _logical(theirs[n], perm))) for n, perm in perms.items()]
+    out_rows = [_output_row(out, ours, theirs[out], steps[out]) for out in outputs]
+    return Int8EquivalenceReport(rows, out_rows, [p.results[0].name for p in points if p.results[0].name not in perms])
+
+
+def _common_points(points: Sequence[Op], model: onnx.ModelProto) -> list[str]:
+    """The points whose codes the model computes under the same name (a node output, not an initializer,
+    not described as anything but uint8)."""
     produced = _node_outputs(model.graph)
-    common = [p for p in points if p.results[0].name in produced]
+    declared = {v.name: v.type.tensor_type.elem_type for v in model.graph.value_info if v.type.HasField("tensor_type")}
+    names = [p.results[0].name for p in points]
+    common = [n for n in names if n in produced and declared.get(n, TensorProto.UINT8) == TensorProto.UINT8]
     if not common:
         raise InputError(f"no quantization point of the graph ({len(points)} activation QuantizeV2 ops) is a "
                          "tensor of the ONNX model: the model was not exported from this graph")
-    names = [p.results[0].name for p in common]
-    steps = {out: _output_dequantize(graph, out, inputs) for out in outputs}
-    range_fetches = sorted({v.name for d in steps.values() if d is not None for v in d.operands[1:3]})
+    return common
+
+
+def _run_interpreter(graph: Graph, feeds: Mapping[str, np.ndarray], fetches: Sequence[str]) -> dict[str, np.ndarray]:
     interpreter = Interpreter(graph)
     interpreter.initialize_tables()
-    ours = interpreter.run(dict(feeds), list(dict.fromkeys(names + list(outputs) + range_fetches)))
-    theirs = _run_onnx(_with_outputs(model, names, produced), feeds, names + list(outputs))
+    return interpreter.run(dict(feeds), list(dict.fromkeys(fetches)))
+
+
+def _layouts(names: Sequence[str], ours: Mapping[str, np.ndarray],
+             theirs: Mapping[str, np.ndarray]) -> dict[str, Perm]:
+    """Each comparable point's storage perm in the model (points of another type or shape are left out)."""
     found = {n: _storage_perm(ours[n], theirs[n]) for n in names}
     perms = {n: perm for n, perm in found.items() if perm is not None}
-    matched = list(perms)
-    if not matched:
+    if not perms:
         raise InputError(f"none of the {len(names)} quantization points the ONNX model names holds uint8 codes of "
                          "the graph's shape: the model was not exported from this graph")
-    fed = _run_onnx(_rewired(model, matched, produced, {n: _physical(ours[n], perms[n]) for n in matched}),
-                    {**feeds, **{_fed_name(n, produced): _physical(ours[n], perms[n]) for n in matched}}, matched)
-    labels = _point_labels(graph, common, inputs)
-    rows = [PointRow(n, labels[n], _agreement(ours[n], _logical(fed[n], perms[n])),
-                     _agreement(ours[n], _logical(theirs[n], perms[n]))) for n in matched]
-    out_rows = [_output_row(out, ours, theirs[out], steps[out]) for out in outputs]
-    return Int8EquivalenceReport(rows, out_rows, [n for n in [p.results[0].name for p in points] if n not in matched])
+    return perms
 
 
 def quantization_points(graph: Graph, inputs: Sequence[str] = ()) -> list[Op]:
@@ -216,38 +233,48 @@ def _run_onnx(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], fetches: 
         raise InputError(f"the ONNX model does not match the graph: {err.args[0]}") from None
 
 
-def _with_outputs(model: onnx.ModelProto, tensors: Sequence[str], produced: set[str]) -> onnx.ModelProto:
+def _with_outputs(model: onnx.ModelProto, tensors: Sequence[str]) -> onnx.ModelProto:
     """A copy of `model` that also outputs the given uint8 tensors."""
     extended = onnx.ModelProto()
     extended.CopyFrom(model)
     present = {o.name for o in extended.graph.output}
-    for name in tensors:
-        if name not in present and name in produced:
-            extended.graph.output.append(helper.make_tensor_value_info(name, TensorProto.UINT8, None))
+    extended.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.UINT8, None)
+                                 for name in tensors if name not in present)
     return extended
 
 
-def _fed_name(point: str, taken: set[str]) -> str:
-    """The graph input that replaces `point` for its readers (a name no tensor of the model has)."""
-    base = f"{point}/interpreter_codes"
+def _per_op_codes(model: onnx.ModelProto, codes: Mapping[str, np.ndarray],
+                  feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every point recomputed from the given codes (stored layout) at the points it reads, in one run."""
+    taken = _node_outputs(model.graph) | {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
+    renamed = {point: _fresh(f"{point}/interpreter_codes", taken) for point in codes}
+    rewired = _rewired(model, renamed, {point: codes[point].shape for point in codes})
+    return _run_onnx(rewired, {**feeds, **{renamed[p]: array for p, array in codes.items()}}, list(codes))
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    """`base`, or `base_N`: a name no tensor of the model has."""
     name, i = base, 1
     while name in taken:
         name, i = f"{base}_{i}", i + 1
+    taken.add(name)
     return name
 
 
-def _rewired(model: onnx.ModelProto, points: Sequence[str], produced: set[str],
-             physical: Mapping[str, np.ndarray]) -> onnx.ModelProto:
-    """A copy of `model` whose readers of each point read a graph input instead; outputs: the points."""
-    taken = produced | {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
-    renamed = {p: _fed_name(p, taken) for p in points}
+def _rewired(model: onnx.ModelProto, renamed: Mapping[str, str],
+             shapes: Mapping[str, tuple[int, ...]]) -> onnx.ModelProto:
+    """A copy of `model` whose readers of each point read a new graph input instead; outputs: the points.
+
+    Each point then depends on exactly the subgraph onnx.utils.Extractor would
+    cut between it and the points it reads.
+    """
     rewired = onnx.ModelProto()
     rewired.CopyFrom(model)
     _rename_inputs(rewired.graph, renamed)
-    for point, fed in renamed.items():
-        rewired.graph.input.append(helper.make_tensor_value_info(fed, TensorProto.UINT8, list(physical[point].shape)))
+    rewired.graph.input.extend(helper.make_tensor_value_info(fed, TensorProto.UINT8, list(shapes[point]))
+                               for point, fed in renamed.items())
     del rewired.graph.output[:]
-    rewired.graph.output.extend(helper.make_tensor_value_info(p, TensorProto.UINT8, None) for p in points)
+    rewired.graph.output.extend(helper.make_tensor_value_info(p, TensorProto.UINT8, None) for p in renamed)
     return rewired
 
 

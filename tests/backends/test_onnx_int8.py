@@ -1,10 +1,13 @@
 """mobile-int8 graphs exported to ONNX (ops_quantized) agree with gttc's TF-exact interpreter.
 
 End to end the logits must keep a cosine of at least 0.9999 to the eight-bit
-GraphDef run in the interpreter.  Per op, each run-time QuantizeV2 is given
-the very float tensor onnxruntime quantized and must reproduce its codes
-within 1 LSB (at least 99.9% of them); each QuantizedConv2D/QuantizedMatMul is
-given onnxruntime's codes and must reproduce its int32 accumulator.
+GraphDef run in the interpreter.  Per op, with run-time ranges
+(DynamicQuantizeLinear, ConvInteger), each QuantizeV2 is given the very float
+tensor onnxruntime quantized and must reproduce its codes within 1 LSB (at
+least 99.9% of them); each QuantizedConv2D/QuantizedMatMul is given
+onnxruntime's codes and must reproduce its int32 accumulator.  With calibrated
+ranges (QDQ), `compare_quantized` recomputes every quantization point in
+onnxruntime from the interpreter's codes: within 1 LSB.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.frontends.graphdef import load_graph_bytes
 from compiler.ir.graph import Graph, Value
+from compiler.runtime.int8_equivalence import compare_quantized
 from compiler.runtime.interpreter import run_graph
 from compiler.runtime.kernels import get_kernel
 from compiler.runtime.onnx_runner import run_onnx
@@ -180,8 +184,13 @@ def test_logits_match_interpreter(exported: Export) -> None:
 
 
 def test_each_op_matches_interpreter(exported: Export) -> None:
-    if _calibrated(exported):
-        pytest.skip("QDQ exports are compared per op by tests/runtime/test_int8_equivalence.py")
+    if _calibrated(exported):  # QDQ: each quantization point recomputed from the interpreter's codes
+        report = compare_quantized(exported.graph, exported.onnx, exported.model.feeds, exported.model.inputs,
+                                   exported.model.outputs)
+        print(report.format())
+        assert report.passed(0.999) and report.rows
+        assert all(row.per_op.max_lsb <= 1 for row in report.rows)
+        return
     stats = _per_op(exported)
     print(f"{exported.model.name}: {stats}")
     assert stats["quantize_ops"] > 0 and stats["products"] > 0

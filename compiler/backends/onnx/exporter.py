@@ -25,6 +25,7 @@ from compiler.backends.onnx.ops_control import reject_tf1_control_flow
 from compiler.backends.onnx.report import ExportReport
 from compiler.ir.graph import Graph, IRError, Value
 from compiler.ir.shapes import Shape
+from compiler.modelio import ONNX_QUANT_FORMATS
 
 # Importing the op families fills the lowering table.
 from compiler.backends.onnx import ops_array, ops_control, ops_conv, ops_elementwise, ops_image, ops_nn, ops_reduce  # noqa: F401,E402,I001
@@ -47,9 +48,13 @@ def export(graph: Graph, inputs: Sequence[str], outputs: Sequence[str], opset: i
 
 
 def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[str], opset: int = DEFAULT_OPSET,
-                       input_shapes: Optional[InputShapes] = None, check: bool = True) -> ExportResult:
+                       input_shapes: Optional[InputShapes] = None, check: bool = True,
+                       quant_format: str = "qdq") -> ExportResult:
     """`export`, plus the report of what it produced; `check` runs the full ONNX checker."""
     check_opset(opset)
+    if quant_format not in ONNX_QUANT_FORMATS:
+        raise OnnxExportError(f"unknown eight-bit ONNX format '{quant_format}' "
+                              f"(choose from {', '.join(ONNX_QUANT_FORMATS)})")
     in_values, out_values = _resolve(graph, inputs, "input"), _resolve(graph, outputs, "output")
     if not out_values:
         raise OnnxExportError("no outputs to export")
@@ -73,6 +78,11 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
         _expose_output(ctx, value)
     ctx.stats["pruned_nodes"] += builder.prune()
     model = onnx_model.finalize(onnx_model.assemble(builder, GRAPH_NAME), check)
+    if quant_format == "qoperator":
+        from compiler.backends.onnx.qoperator import to_qoperator
+
+        model, fused = to_qoperator(model)
+        ctx.stats.update({f"qoperator_{name}": count for name, count in fused.items()})
     return ExportResult(model, ExportReport.from_model(model, ctx.stats))
 
 
