@@ -2,7 +2,9 @@
 
 quantize_nodes gives every converted op's float result to a Dequantize that
 takes the op's name, so the layer `X` of the eight-bit graph and the op `X` of
-the float original compute the same tensor.  Both graphs run in the
+the float original compute the same tensor; quantize_activations leaves its
+ops (a depthwise convolution, an Add...) in place with dequantized inputs, so
+they keep their names too.  Both graphs run in the
 interpreter on the same feeds; for each such layer the signal-to-quantization-
 noise ratio
 
@@ -44,6 +46,9 @@ def quantized_layers(original: Graph, quantized: Graph) -> list[tuple[str, str]]
     """
     layers = []
     for op in quantized:
+        if _reads_eight_bit(op, original):
+            layers.append((op.name, op.type))
+            continue
         if op.type != "Dequantize" or op.name not in original or not op.operands:
             continue
         if original.op(op.name).type == "Dequantize":
@@ -52,6 +57,15 @@ def quantized_layers(original: Graph, quantized: Graph) -> list[tuple[str, str]]
         if source is not None:
             layers.append((op.name, source.type))
     return layers
+
+
+def _reads_eight_bit(op: Op, original: Graph) -> bool:
+    """A float op of the original (same name and type) that now reads a dequantized activation:
+    quantize_activations' layers, e.g. a depthwise convolution between two quantized ones."""
+    if op.type == "Dequantize" or op.name not in original or original.op(op.name).type != op.type:
+        return False
+    return any(v.op.type == "Dequantize" and v.op.operands and v.op.operands[0].op.type == "QuantizeV2"
+               for v in op.operands)
 
 
 def _quantized_source(dequantize: Op) -> Optional[Op]:
