@@ -64,6 +64,10 @@ def _reads_eight_bit(op: Op, original: Graph) -> bool:
     quantize_activations' layers, e.g. a depthwise convolution between two quantized ones."""
     if op.type == "Dequantize" or op.name not in original or original.op(op.name).type != op.type:
         return False
+    return _reads_pair(op) and not _reads_pair(original.op(op.name))
+
+
+def _reads_pair(op: Op) -> bool:
     return any(v.op.type == "Dequantize" and v.op.operands and v.op.operands[0].op.type == "QuantizeV2"
                for v in op.operands)
 
