@@ -34,7 +34,8 @@ from compiler.ir.graph import Graph
 from compiler.modelio import ONNX_QUANT_FORMATS
 from compiler.passes.base import PASS_REGISTRY, Param, Pass
 from compiler.passes.instruments import FloatSnapshotInstrument, PipelineReport
-from compiler.passes.levels import available_levels, available_targets, levels_including, targets_including
+from compiler.passes.levels import (CALIBRATED_EXTRAS, CALIBRATION_PASS, available_levels, available_targets,
+                                    levels_including, targets_including)
 from compiler.passes.manager import PassManager
 from compiler.passes.pipeline import quote_value
 
@@ -562,6 +563,8 @@ def describe_pass(pass_cls: type[Pass]) -> list[str]:
     levels = [level.flag for level in levels_including(pass_cls.name)]
     targets = [target.name for target in targets_including(pass_cls.name)]
     used = levels + [f"--target={name}" for name in targets]
+    if pass_cls.name in CALIBRATED_EXTRAS + (CALIBRATION_PASS,):
+        used.append("--calibration (after quantize_nodes, e.g. with --target=mobile-int8)")
     lines.append(f"      run by:   {', '.join(used) or 'only on request (--transforms)'}")
     return lines
 

@@ -91,8 +91,9 @@ TARGETS: dict[str, Target] = {
                "default attributes first", 2, before="remove_device add_default_attributes"),
         Target("mobile-small", "GTT's shrinking-file-size recipe: store large float weights as eight-bit", 2,
                after="quantize_weights repair_weight_ranges"),
-        Target("mobile-int8", "eight-bit weights, convolutions and matmuls; the cheap ops between them stay "
-               "in float, and each 32-bit result is dequantized directly (--calibration freezes every range)", 2,
+        Target("mobile-int8", "eight-bit weights, convolutions and matmuls, each 32-bit result dequantized "
+               "directly; with --calibration also int8-grid weights and eight-bit activations between layers "
+               "(Softmax stays float), every range frozen: the model onnxruntime runs in its integer kernels", 2,
                before="add_default_attributes",
                after=f"quantize_weights quantize_nodes({_FLOAT_BETWEEN}) fold_requantize_dequantize "
                      "strip_unused_nodes sort_by_execution_order"),

@@ -22,7 +22,7 @@ untouched):
 | Add, Mul | QLinearAdd, QLinearMul (com.microsoft) |
 | GlobalAveragePool, AveragePool | QLinearGlobalAveragePool, QLinearAveragePool (com.microsoft) |
 | Concat | QLinearConcat (com.microsoft) |
-| MaxPool, Reshape, Transpose, Flatten, Squeeze, Pad(constant 0), ... with equal input and output quantization | the same op on the integers |
+| MaxPool, Reshape, Transpose, Flatten, Squeeze, Pad(0), ... (same quantization in and out) | that op on the integers |
 
 Gemm becomes QGemm, not QLinearMatMul + QLinearAdd: the pair would round the
 product to eight bits before adding the bias (a second rounding and a scale
@@ -39,14 +39,17 @@ A Conv/Gemm bias is a DequantizeLinear of an int32 constant whose scale is
 x_scale * w_scale (zero point 0), used as it is; a float constant bias is
 quantized to int32 at that scale (round half to even, the only inexact step).
 
-Anything not matched stays QDQ and is counted as `left_qdq_<op>`.  A
+Counts are keyed by the new op type (`QLinearConv`, `QGemm`, ...), by
+`uint8_<op>`/`int8_<op>` for ops now run on the integers, `folded_Relu`,
+`folded_Clip` and `quantized_float_bias`.  Anything not matched stays QDQ
+and each op still reading a DequantizeLinear is counted as `left_qdq_<op>`.  A
 DequantizeLinear is removed only when nothing reads it any more; value_info
 of removed tensors is dropped.  The output is a function of the input only.
 """
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
@@ -94,9 +97,8 @@ class QParams:
 
 @dataclass(frozen=True)
 class Dq:
-    """A DequantizeLinear as an input of a group: its node and what it dequantizes."""
+    """A DequantizeLinear as an input of a group: the tensor it dequantizes, and how."""
 
-    node: onnx.NodeProto
     x: str
     q: QParams
 
@@ -263,7 +265,7 @@ def qparams(ctx: Context, node: onnx.NodeProto) -> Optional[QParams]:
         return None
     if zp_name:
         zp = ctx.index.constant(zp_name)
-        if zp is None or zp.shape != scale.shape:
+        if zp is None or zp.size != scale.size or zp.ndim > 1:
             return None
         elem_type = helper.np_dtype_to_tensor_dtype(zp.dtype)
     else:
@@ -283,7 +285,7 @@ def dq_input(ctx: Context, name: str) -> Optional[Dq]:
     if node is None:
         return None
     params = qparams(ctx, node)
-    return None if params is None else Dq(node, node.input[0], params)
+    return None if params is None else Dq(node.input[0], params)
 
 
 def activation_input(ctx: Context, name: str) -> Optional[Dq]:
@@ -595,22 +597,17 @@ def _prune_dequantize(nodes: list[onnx.NodeProto], index: GraphIndex) -> list[on
 
     def orphaned(node: onnx.NodeProto) -> bool:
         out = node.output[0]
-        return node.op_type == DEQUANTIZE and node.domain in ("", "ai.onnx") and out not in read and out in index.readers
+        is_dq = node.op_type == DEQUANTIZE and node.domain in ("", "ai.onnx")
+        return is_dq and out not in read and out in index.readers
 
     return [n for n in nodes if not orphaned(n)]
 
 
 def _left_qdq(nodes: Sequence[onnx.NodeProto]) -> Counter:
-    """Float ops still between DequantizeLinear and QuantizeLinear."""
+    """Ops still reading dequantized (float) data."""
     dq_outputs = {n.output[0] for n in nodes if n.op_type == DEQUANTIZE}
-    q_inputs = {n.input[0] for n in nodes if n.op_type == QUANTIZE}
-    counts: Counter = Counter()
-    for node in nodes:
-        if node.op_type in (QUANTIZE, DEQUANTIZE):
-            continue
-        if any(name in dq_outputs for name in node.input) or any(name in q_inputs for name in node.output):
-            counts[f"left_qdq_{node.op_type}"] += 1
-    return counts
+    return Counter(f"left_qdq_{node.op_type}" for node in nodes
+                   if node.op_type not in (QUANTIZE, DEQUANTIZE) and any(name in dq_outputs for name in node.input))
 
 
 def _rebuild_graph(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], ctx: Context) -> None:
