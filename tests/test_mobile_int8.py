@@ -119,3 +119,16 @@ def test_same_input_same_bytes() -> None:
     assert builds[0].graph_def == builds[1].graph_def
     exports = [serialize_onnx(load_graph_bytes(b.graph_def), model.inputs, model.outputs)[0] for b in builds]
     assert exports[0] == exports[1]
+
+
+def test_qoperator_export_computes_what_qdq_computes() -> None:
+    model, _, int8_pb, qdq = _built("digits_cnn")
+    qoperator, report = serialize_onnx(load_graph_bytes(int8_pb), model.inputs, model.outputs, quant_format="qoperator")
+    kinds = {n.op_type for n in onnx.load_model_from_string(qoperator).graph.node}
+    assert {"QLinearConv", "QLinearAdd"} <= kinds and "Conv" not in kinds
+    assert "left in float: Softmax 1" in report.eight_bit
+    x, _ = _split("digits_cnn")
+    logits = model.outputs[0]
+    for i in range(0, 40):
+        feed = {model.inputs[0]: x[i:i + 1]}
+        np.testing.assert_array_equal(run_onnx(qoperator, feed, [logits])[logits], run_onnx(qdq, feed, [logits])[logits])

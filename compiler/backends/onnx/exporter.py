@@ -22,6 +22,7 @@ from compiler.backends.onnx.errors import OnnxExportError
 from compiler.backends.onnx.lowering import lower_ops
 from compiler.backends.onnx.opset import DEFAULT_OPSET, check_opset
 from compiler.backends.onnx.ops_control import reject_tf1_control_flow
+from compiler.backends.onnx.qoperator import to_qoperator
 from compiler.backends.onnx.report import ExportReport
 from compiler.ir.graph import Graph, IRError, Value
 from compiler.ir.shapes import Shape
@@ -79,8 +80,6 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     ctx.stats["pruned_nodes"] += builder.prune()
     model = onnx_model.finalize(onnx_model.assemble(builder, GRAPH_NAME), check)
     if quant_format == "qoperator":
-        from compiler.backends.onnx.qoperator import to_qoperator
-
         model, fused = to_qoperator(model)
         ctx.stats.update({f"qoperator_{name}": count for name, count in fused.items()})
     return ExportResult(model, ExportReport.from_model(model, ctx.stats))

@@ -193,7 +193,8 @@ class Context:
         graph = model.graph
         self.index = GraphIndex(graph)
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-        self.used = {t.name for t in graph.initializer} | {i.name for i in graph.input}
+        infos = list(graph.input) + list(graph.output) + list(graph.value_info)
+        self.used = {t.name for t in graph.initializer} | {i.name for i in infos}
         self.used |= {name for node in graph.node for name in list(node.input) + list(node.output)}
         self.new_initializers: list[TensorProto] = []
         self._zero_points: dict[int, str] = {}
@@ -603,7 +604,7 @@ def _prune_dequantize(nodes: list[onnx.NodeProto], index: GraphIndex) -> list[on
     return [n for n in nodes if not orphaned(n)]
 
 
-def _left_qdq(nodes: Sequence[onnx.NodeProto]) -> Counter:
+def _left_qdq(nodes: Sequence[onnx.NodeProto]) -> Counter[str]:
     """Ops still reading dequantized (float) data."""
     dq_outputs = {n.output[0] for n in nodes if n.op_type == DEQUANTIZE}
     return Counter(f"left_qdq_{node.op_type}" for node in nodes
@@ -627,7 +628,7 @@ def _rebuild_graph(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], ctx: Con
     graph.value_info.extend(infos)
 
 
-def to_qoperator(model: onnx.ModelProto, check: bool = True) -> tuple[onnx.ModelProto, Counter]:
+def to_qoperator(model: onnx.ModelProto, check: bool = True) -> tuple[onnx.ModelProto, Counter[str]]:
     """A QOperator copy of QDQ `model`, and counts of what was fused, folded and left QDQ.
 
     `check` runs onnx.checker (full) on the result; custom-domain nodes are not
@@ -644,7 +645,7 @@ def to_qoperator(model: onnx.ModelProto, check: bool = True) -> tuple[onnx.Model
     _rebuild_graph(result.graph, nodes, ctx)
     if any(n.domain == MS_DOMAIN for n in nodes) and not any(o.domain == MS_DOMAIN for o in result.opset_import):
         result.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
-    counts: Counter = Counter(label for r in rewrites for label in r.counts)
+    counts: Counter[str] = Counter(label for r in rewrites for label in r.counts)
     counts.update(_left_qdq(nodes))
     if check:
         try:

@@ -59,36 +59,60 @@ def iter_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
 _PLUMBING = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Transpose", "Reshape",
                        "Squeeze", "Unsqueeze", "Flatten", "Identity", "Shape", "Gather", "Slice", "Concat", "Cast",
                        "Constant"})
-_INTEGER = frozenset({"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul"})
+_INTEGER = frozenset({"ConvInteger", "MatMulInteger", "QGemm"})
 # Activations onnxruntime folds into the quantization of the op before them.
 _FUSED_ACTIVATIONS = frozenset({"Relu", "Clip"})
 
 
 def eight_bit_summary(graph: onnx.GraphProto) -> Optional[str]:
-    """Which compute nodes read only eight-bit values (DequantizeLinear outputs or integer ops) and
-    which read float activations, by op type; None for a model with no quantization at all."""
+    """Which compute nodes read only eight-bit values (codes, or their DequantizeLinear) and which
+    read float activations, by op type; None for a model with no quantization at all."""
     nodes = list(graph.node)
     if not any(n.op_type in ("QuantizeLinear", "DynamicQuantizeLinear") for n in nodes):
         return None
     constants = {i.name for i in graph.initializer}
     produced = {out: node for node in nodes for out in node.output}
+    codes: set[str] = set()  # tensors holding eight-bit codes
+    from_codes: set[str] = set()  # float results computed from codes (a Conv on DequantizeLinear inputs)
     eight_bit: Counter = Counter()
     left: Counter = Counter()
-    quantized: set[str] = set()
     for node in nodes:
-        if node.op_type in _PLUMBING:
+        inputs = [name for name in node.input if name and name not in constants]
+        if node.op_type in ("QuantizeLinear", "DynamicQuantizeLinear"):
+            codes.add(node.output[0])
             continue
-        sources = [produced.get(name) for name in node.input if name and name not in constants]
-        if node.op_type in _INTEGER or (sources and all(s is not None and s.op_type == "DequantizeLinear"
-                                                       for s in sources)):
+        if node.op_type == "DequantizeLinear":
+            continue
+        on_codes = bool(inputs) and all(name in codes for name in inputs)
+        if node.op_type in _PLUMBING:
+            if on_codes:
+                codes.update(node.output)
+            continue
+        dequantized = bool(inputs) and all(name in codes or _dequantized(produced.get(name)) for name in inputs)
+        if _is_integer(node.op_type) or dequantized:
             eight_bit[node.op_type] += 1
-            quantized.add(node.name)
-        elif node.op_type in _FUSED_ACTIVATIONS and sources and sources[0] is not None and sources[0].name in quantized:
-            quantized.add(node.name)
+            (codes if on_codes or _writes_codes(node) else from_codes).add(node.output[0])
+        elif node.op_type in _FUSED_ACTIVATIONS and inputs and inputs[0] in from_codes:
+            from_codes.add(node.output[0])
         else:
             left[node.op_type] += 1
     return (f"eight-bit: {_counted(eight_bit) or 'none'} (their Relu/Clip included); "
             f"left in float: {_counted(left) or 'none'}")
+
+
+def _is_integer(op_type: str) -> bool:
+    return op_type in _INTEGER or op_type.startswith("QLinear")
+
+
+def _writes_codes(node: onnx.NodeProto) -> bool:
+    """QLinear* ops write codes; QGemm only when given an output scale; ConvInteger int32 sums."""
+    if node.op_type == "QGemm":
+        return len(node.input) > 7 and bool(node.input[7])
+    return node.op_type.startswith("QLinear")
+
+
+def _dequantized(source: Optional[onnx.NodeProto]) -> bool:
+    return source is not None and source.op_type == "DequantizeLinear"
 
 
 def _counted(counts: Counter) -> str:
