@@ -27,6 +27,7 @@ from typing import Optional
 
 import numpy as np
 
+from compiler.errors import PassFailure
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.passes.base import Pass, PassContext, PassResult, register_pass
@@ -65,7 +66,7 @@ def symmetric_grid(values: np.ndarray) -> SymmetricGrid:
     tf_step = float(float_for_one_level(lo, hi, np.uint8))
     codes = np.clip(round_half_away(values.astype(np.float64) / tf_step), -127, 127) + _ZERO_CODE
     if zero_point(lo, hi, np.uint8) != _ZERO_CODE:
-        raise AssertionError(f"symmetric range [{lo}, {hi}] does not put 0.0 on code 128")
+        raise PassFailure(f"symmetric_weights: range [{lo}, {hi}] does not put 0.0 on code 128")
     return SymmetricGrid(codes.astype(np.uint8), lo, hi)
 
 
@@ -109,8 +110,9 @@ class _Rewriter:
         return made[0].result, made[1].result, made[2].result
 
     def regrid(self, source: Value, values: np.ndarray, old: Optional[tuple[np.ndarray, float]], user: Op
-               ) -> Optional[tuple[Value, Value, Value]]:
-        """New (codes, min, max) Consts for the weight `source`; None when it already is symmetric."""
+               ) -> tuple[Value, Value, Value]:
+        """New (codes, min, max) Consts for the weight `source` (made once per weight); `old` is
+        (the weight as it was stored, its step) for the cost report, None for a float weight."""
         if source in self.done:
             return self.done[source]
         grid = symmetric_grid(values)
@@ -158,22 +160,20 @@ def _quantized_product(rewriter: _Rewriter, op: Op) -> list[Op]:
     """Re-grid the filter of a QuantizedConv2D/MatMul; returns ops that may now be dead."""
     weight, lo, hi = op.operands[_FILTER], op.operands[_FILTER_RANGE[0]], op.operands[_FILTER_RANGE[1]]
     stored = _stored_weight(weight, lo, hi)
+    values: Optional[np.ndarray] = None  # the float weights, when the graph still has them
     if stored is not None:
         codes, low, high = stored
         if is_symmetric(low, high, codes):
             rewriter.cost.unchanged += 1
             return []
-        old = dequantized(codes, low, high)
-        new = rewriter.regrid(weight, old, (old, float(float_for_one_level(low, high, np.uint8))), op)
     else:
         source = _quantized_float_const(weight, lo, hi)
         if source is None:
             return []
-        values, old_codes, low, high = source
-        old = dequantized(old_codes, low, high)
-        new = rewriter.regrid(weight, values, (old, float(float_for_one_level(low, high, np.uint8))), op)
-    if new is None:
-        return []
+        values, codes, low, high = source
+    old = dequantized(codes, low, high)
+    step = float(float_for_one_level(low, high, np.uint8))
+    new = rewriter.regrid(weight, old if values is None else values, (old, step), op)
     stale = [weight.op, lo.op, hi.op]
     op.set_operand(_FILTER, new[0])
     op.set_operand(_FILTER_RANGE[0], new[1])
@@ -260,8 +260,6 @@ def _float_product(rewriter: _Rewriter, op: Op) -> list[Op]:
         if values is None or weight.dtype != DType.FLOAT or values.size == 0:
             return []
         new = rewriter.regrid(weight, np.asarray(values, np.float32), None, op)
-    if new is None:
-        return []
     dequantize = _dequantize_of(rewriter, weight, new, op)
     op.set_operand(_FILTER, dequantize)
     return [producer]

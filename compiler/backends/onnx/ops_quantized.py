@@ -1,9 +1,26 @@
-"""TF's eight-bit ops (mobile-int8 graphs) as ONNX integer ops.
+"""TF's eight-bit ops (mobile-int8 graphs) as ONNX: QDQ when ranges are frozen, integer ops when not.
 
-    QuantizeV2(x, min, max) MIN_FIRST quint8  -> QuantizeLinear(x, step, zp)
-    QuantizedConv2D / QuantizedMatMul         -> ConvInteger / MatMulInteger (x, w, zp_x, zp_w)
-    Dequantize(acc qint32, lo, hi)            -> Cast(float) * (step_x * step_w)
-    Dequantize(const quint8 weight)           -> a float initializer
+Frozen ranges (`--calibration`), the QDQ form onnxruntime fuses into QLinearConv & co:
+
+    QuantizeV2(x, min, max) MIN_FIRST quint8       -> QuantizeLinear(x, step, zp)
+    Dequantize(q, min, max) of an activation       -> DequantizeLinear(q, step, zp)
+    QuantizedConv2D / QuantizedMatMul + Dequantize -> DequantizeLinear(x) -> Conv / Gemm on
+                                                      DequantizeLinear(weight codes); the float result
+                                                      is the dequantized accumulator
+    Dequantize(stored weight) read by a float conv -> DequantizeLinear(weight codes) (ops_conv)
+
+Weight codes on symmetric_weights' grid (zero point exactly 128) are written as
+int8 with zero point 0, onnxruntime's U8S8 fast path; others as uint8 with
+TF's zero point.  A BiasAdd after such a product becomes its int32 bias
+(fusion.absorb_bias).
+
+Run-time ranges (no calibration):
+
+    QuantizeV2 of Min/Max of its own input         -> DynamicQuantizeLinear
+    QuantizeV2 with other run-time ranges          -> QuantizeLinear with TF's widening in scalar ops
+    QuantizedConv2D / QuantizedMatMul              -> ConvInteger / MatMulInteger (x, w, zp_x, zp_w)
+    Dequantize(acc qint32, lo, hi)                 -> Cast(float) * (step_x * step_w)
+    Dequantize(const quint8 weight)                -> a float initializer
 
 Range mapping.  QuantizeV2 first widens [in_min, in_max] to [lo, hi]
 (lo = min(0, in_min); hi = max(0, in_max, lo + ensure_minimum_range *
@@ -16,35 +33,25 @@ by the step and rounds half to even where TF multiplies by the reciprocal and
 rounds half away, so a code can differ by 1 LSB, only where x * 255/(hi - lo)
 is within a few float32 ulps of a half-integer; never more than 1 LSB.
 
-The accumulators are exact: ConvInteger/MatMulInteger subtract the same zero
-points as TF's kernels (TF derives the input's from [lo, hi] in float64; the
-two agree except when the zero point sits within ~1e-7 of a half-integer,
-which a frozen range checks and keeps apart; a run-time range uses one).
-TF's Dequantize of the qint32 accumulator over QuantizationRangeForMultiplication's
-range [-2**31 s, 2**31 s] (s = step_x * step_w in float32) works out to
-exactly float(code) * s + 0 in float32, so Cast + Mul is bit-exact with it.
-A frozen range of another provenance uses TF's own (scale, offset) pair.
+The integer accumulators are exact: ConvInteger/MatMulInteger subtract the
+same zero points as TF's kernels (TF derives the input's from [lo, hi] in
+float64; the two agree except when the zero point sits within ~1e-7 of a
+half-integer, which a frozen range checks and keeps apart).  TF's Dequantize
+of the qint32 accumulator over QuantizationRangeForMultiplication's range
+[-2**31 s, 2**31 s] (s = step_x * step_w in float32) works out to exactly
+float(code) * s + 0 in float32, so Cast + Mul is bit-exact with it.
 
 Ranges known at export time (constants, calibrated Const min/max, constant
 weights re-quantized by QuantizeV2) fold: this module evaluates QuantizeV2,
 Dequantize, Reshape, Min and Max of constants with gttc's TF-exact kernels,
-so weight codes and zero points are TF's bit for bit.  Dynamic ranges are
-computed with ONNX scalar ops at run time, as TF does; a Min/Max of a
-flattening Reshape of the quantized tensor becomes ReduceMin/ReduceMax over
-the stored tensor, so no Transpose back to TF order is needed.
+so weight codes and zero points are TF's bit for bit.
 
 QuantizedConv2D places its windows with its own offsets (C division of the
 padding extent): for SAME with stride <= kernel + 1 and for VALID with
 stride <= 3 that is exactly TF's usual padding (ONNX pads, the odd pixel
 after); otherwise the first window starts inside the input, which this
-backend reports as unsupported rather than approximating.  ConvInteger pads
-with the input's zero point, as TF does whenever 0.0 is a code.
-
-Structure (keras_mobilenet_v2, onnxruntime, one thread; docs/QUANTIZATION.md):
-uint8 weights with ConvInteger ran at 8.8-9.8 ms against 7.7-8.6 ms for the
-float export; int8 weights (u8s8) took 29 ms and constant weights as
-DequantizeLinear 13.7 ms, so weights stay uint8 and a dequantized constant
-becomes a float initializer.
+backend reports as unsupported rather than approximating.  Padding pads with
+the input's zero point, as TF does whenever 0.0 is a code.
 """
 from __future__ import annotations
 
