@@ -91,13 +91,27 @@ def _float_ops(given: list[str]) -> frozenset[str]:
 
 
 def _activation_slots(op: Op) -> list[int]:
-    """The operands that are float activations: not constants, not already dequantized eight-bit values."""
+    """The operands that are float activations: not constants, not already dequantized eight-bit values,
+    and not a Concat of dequantized values along the same axis (the ONNX backend merges the two
+    Concats into one, which onnxruntime runs as a single QLinearConcat)."""
     slots = QUANTIZABLE[op.type]
     candidates = range(len(op.operands) - 1) if slots is None else [s for s in slots if s < len(op.operands)]
-    found = [s for s in candidates if _is_float_activation(op.operands[s])]
+    found = [s for s in candidates if _is_float_activation(op.operands[s]) and not _inner_concat(op, s)]
     if op.type in _BINARY and len(found) + _dequantized_count(op) < 2:
         return []  # with a float constant operand onnxruntime cannot fuse the op: it stays float
     return found
+
+
+def _inner_concat(op: Op, slot: int) -> bool:
+    """Operand `slot` of a ConcatV2 is another ConcatV2's result, read only here, on the same axis,
+    whose own inputs are all dequantized values or activations this pass dequantizes (in any order)."""
+    inner = op.operands[slot].op
+    if op.type != "ConcatV2" or inner.type != "ConcatV2" or len(op.operands[slot].uses) != 1:
+        return False
+    axes = [const_array(concat.operands[-1]) for concat in (op, inner)]
+    if any(a is None for a in axes) or int(axes[0]) != int(axes[1]):  # same rank, so same axis
+        return False
+    return all(v.op.type == "Dequantize" or _is_float_activation(v) for v in inner.operands[:-1])
 
 
 def _dequantized_count(op: Op) -> int:
