@@ -43,7 +43,8 @@ def demo() -> None:
     outputs = [arg for out in DEMO_OUTPUTS for arg in ("-o", out)]
     run(str(BIN / "gttc"), "-O2", MODEL, *outputs, "--inputs=input", "--outputs=Identity", "--verify")
     run(str(BIN / "gttc"), "-O2", "--target=mobile-int8", f"{TRAINED}.pb", "-o", "build/digits_cnn.int8.pb",
-        f"--calibration={TRAINED}_calibration.npz", "--inputs=input", "--outputs=Identity,Identity_1")
+        "-o", "build/digits_cnn.int8.onnx", f"--calibration={TRAINED}_calibration.npz", "--inputs=input",
+        "--outputs=Identity,Identity_1", "--verify")
 
 
 def test() -> None:
