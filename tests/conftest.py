@@ -67,3 +67,16 @@ def small_model(request) -> Model:
 @pytest.fixture(params=BIG_MODELS)
 def big_model(request) -> Model:
     return build_big_fixture(request.param)
+
+
+def calibration_for(model: Model, folder: Path, seed: int) -> str:
+    """The fixture's own calibration set, or four seeded feeds spanning its feed's range, written to `folder`."""
+    own = FIXTURES / f"{model.name}_calibration.npz"
+    if own.exists():
+        return str(own)
+    rng = np.random.default_rng(seed)
+    arrays = {name: rng.uniform(feed.min(), feed.max(), (4,) + feed.shape).astype(feed.dtype)
+              for name, feed in model.feeds.items()}
+    path = folder / f"{model.name}_calibration.npz"
+    np.savez(path, **arrays)
+    return str(path)

@@ -33,24 +33,15 @@ from compiler.runtime.int8_equivalence import compare_quantized
 from compiler.runtime.interpreter import run_graph
 from compiler.runtime.kernels import get_kernel
 from compiler.runtime.onnx_runner import run_onnx
-from tests.conftest import FIXTURES, Model, load_model_fixture
+from tests.conftest import FIXTURES, Model, calibration_for, load_model_fixture
 
 MODELS = ("digits_cnn", "digits_mlp", "keras_small_cnn", "keras_mobilenet_v2_small")
 PRODUCTS = ("QuantizedConv2D", "QuantizedMatMul")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _calibration(model: Model, tmp_path: Path) -> str:
-    """The fixture's own calibration set, or a small seeded one spanning the feed's range."""
-    own = FIXTURES / f"{model.name}_calibration.npz"
-    if own.exists():
-        return str(own)
-    rng = np.random.default_rng(7)
-    arrays = {name: rng.uniform(feed.min(), feed.max(), (4,) + feed.shape).astype(feed.dtype)
-              for name, feed in model.feeds.items()}
-    path = tmp_path / f"{model.name}_calibration.npz"
-    np.savez(path, **arrays)
-    return str(path)
+def _calibration(model: Model, folder: Path) -> str:
+    return calibration_for(model, folder, seed=7)
 
 
 def _eight_bit(model: Model, calibration: Optional[str]) -> Graph:

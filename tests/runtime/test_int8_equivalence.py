@@ -22,7 +22,7 @@ from compiler.modelio import serialize_onnx
 from compiler.runtime.int8_equivalence import Agreement, compare_quantized, quantization_points
 from compiler.runtime.interpreter import run_graph
 from compiler.runtime.onnx_runner import run_onnx
-from tests.conftest import FIXTURES, Model, load_model_fixture
+from tests.conftest import Model, calibration_for, load_model_fixture
 
 MODELS = ("digits_cnn", "keras_mobilenet_v2_small")
 
@@ -39,16 +39,7 @@ class Pair:
 
 
 def _calibration(model: Model, folder: Path) -> str:
-    """The fixture's own calibration set, or four seeded feeds spanning the feed's range."""
-    own = FIXTURES / f"{model.name}_calibration.npz"
-    if own.exists():
-        return str(own)
-    rng = np.random.default_rng(1234)
-    arrays = {name: rng.uniform(feed.min(), feed.max(), (4,) + feed.shape).astype(feed.dtype)
-              for name, feed in model.feeds.items()}
-    path = folder / f"{model.name}_calibration.npz"
-    np.savez(path, **arrays)
-    return str(path)
+    return calibration_for(model, folder, seed=1234)
 
 
 def _pair(name: str, folder: Path) -> Pair:
