@@ -441,6 +441,31 @@ def quantized_filter(ctx: LoweringContext, value: Value) -> Optional[tuple[np.nd
     return np.asarray(arrays[0]), _scalar(arrays[1]), _scalar(arrays[2])  # type: ignore[arg-type]
 
 
+def _quantized_zero_pad(ctx: LoweringContext, op: Op) -> Optional[tuple[str, list[int]]]:
+    """When the conv's input is QuantizeV2 of a zero Pad of H and W that only it reads: the input
+    quantized before the Pad (channels-first) and the Pad's amounts as ONNX pads.
+
+    Padding with 0.0 commutes with quantization (0.0 is exactly the zero point), so
+    the Conv's own padding replaces a float Pad of the whole input (ResNet's stem).
+    """
+    quantize = op.operands[0].op
+    if quantize.type != "QuantizeV2" or len(quantize.results[0].uses) != 1 or quantize.results[0] in ctx.keep:
+        return None
+    pad = quantize.operands[0].op
+    if pad.type not in ("Pad", "PadV2") or len(pad.results[0].uses) != 1 or pad.results[0] in ctx.keep:
+        return None
+    amounts = ctx.constant(pad.operands[1])
+    fill = ctx.constant(pad.operands[2]) if pad.type == "PadV2" else np.zeros(())
+    if amounts is None or amounts.shape != (4, 2) or (amounts < 0).any() or amounts[[0, 3]].any():
+        return None
+    if fill is None or np.any(fill):
+        return None
+    params = range_of(ctx, quantize, quantize.results[1], quantize.results[2])
+    source = ctx.value_in(pad.operands[0], layout.channels_first(4))
+    codes = ctx.helper1(quantize, "unpadded", "QuantizeLinear", [source, params.step, params.quantize_zp])
+    return codes, [int(amounts[1][0]), int(amounts[2][0]), int(amounts[1][1]), int(amounts[2][1])]
+
+
 def _dequantized_input(ctx: LoweringContext, op: Op, x: str) -> str:
     x_range = range_of(ctx, op, op.operands[2], op.operands[3])
     return ctx.helper1(op, "dequantize_input", "DequantizeLinear", [x, x_range.step, x_range.kernel_zp])
@@ -481,7 +506,13 @@ def _quantized_conv2d(ctx: LoweringContext, op: Op) -> None:
     nchw = layout.channels_first(4)
     attrs = {"kernel_shape": [kh, kw], "strides": [strides[1], strides[2]], **pad_attrs}
     if _qdq_applies(ctx, op):
-        x = _dequantized_input(ctx, op, ctx.operand(op, 0, nchw))
+        codes = ctx.operand(op, 0, nchw)
+        padded = _quantized_zero_pad(ctx, op)
+        if padded is not None and "pads" in attrs:
+            codes, extra = padded
+            attrs["pads"] = [p + e for p, e in zip(attrs["pads"], extra)]  # type: ignore[union-attr]
+            ctx.stats["pad_into_quantized_conv"] += 1
+        x = _dequantized_input(ctx, op, codes)
         w = dequantized_weight(ctx, np.ascontiguousarray(weights.transpose(3, 2, 0, 1)), *_weight_bounds(ctx, op),
                                f"{op.operands[1].name}/oihw")
         _bind_float_product(ctx, op, ctx.emit1(op, "Conv", [x, w], **attrs), nchw)
