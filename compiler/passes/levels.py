@@ -182,18 +182,22 @@ def drop_output_passes(specs: list[PassSpec], outputs_known: bool, preset: str) 
 CALIBRATION_PASS = "calibrate_ranges"
 _QUANTIZING_PASSES = ("quantize_nodes", "fold_requantize_dequantize")
 # With measured ranges every activation between layers can be eight-bit too: weights go on the
-# symmetric int8 grid and the float ops between quantized kernels get QuantizeV2/Dequantize pairs,
-# so the ONNX export runs in onnxruntime's fused U8S8 kernels (docs/QUANTIZATION.md).
-CALIBRATED_EXTRAS = ("symmetric_weights", "quantize_activations")
+# symmetric int8 grid (before the first quantizing pass, so float weights are rounded once) and the
+# float ops between quantized kernels get QuantizeV2/Dequantize pairs, so the ONNX export runs in
+# onnxruntime's fused U8S8 kernels (docs/QUANTIZATION.md).
+CALIBRATED_BEFORE = ("symmetric_weights",)
+CALIBRATED_AFTER = ("quantize_activations",)
+CALIBRATED_EXTRAS = CALIBRATED_BEFORE + CALIBRATED_AFTER
+_FIRST_QUANTIZING = ("quantize_weights", "quantize_nodes")
 
 
 def with_calibration(specs: list[PassSpec], data: str, activations: bool = True,
                      float_ops: Sequence[str] = ()) -> list[PassSpec]:
     """`specs` with ranges calibrated on `data` frozen right after the last quantizing pass.
 
-    With `activations`, the CALIBRATED_EXTRAS run first, so their ranges are
-    calibrated too; `float_ops` overrides which op types quantize_activations
-    keeps in float.  Without a quantizing pass there is nothing to calibrate:
+    With `activations`, CALIBRATED_BEFORE runs before the first quantizing pass
+    and CALIBRATED_AFTER before the calibration, so its ranges are calibrated
+    too; `float_ops` overrides which op types quantize_activations keeps in float.  Without a quantizing pass there is nothing to calibrate:
     that is a usage error.
     """
     positions = [i for i, spec in enumerate(specs) if spec.name in _QUANTIZING_PASSES]
@@ -201,9 +205,12 @@ def with_calibration(specs: list[PassSpec], data: str, activations: bool = True,
         raise PipelineError("--calibration needs a pipeline that runs quantize_nodes "
                             "(for example --target=mobile-int8)")
     at = positions[-1] + 1
+    first = min(i for i, spec in enumerate(specs) if spec.name in _FIRST_QUANTIZING + _QUANTIZING_PASSES)
     params = {"quantize_activations": [("float_op", op) for op in float_ops]}
-    extras = [PassSpec(name, params.get(name, [])) for name in CALIBRATED_EXTRAS if activations]
-    return specs[:at] + extras + [PassSpec(CALIBRATION_PASS, [("data", data)])] + specs[at:]
+    before = [PassSpec(name, []) for name in CALIBRATED_BEFORE if activations]
+    after = [PassSpec(name, params.get(name, [])) for name in CALIBRATED_AFTER if activations]
+    calibrate = [PassSpec(CALIBRATION_PASS, [("data", data)])]
+    return specs[:first] + before + specs[first:at] + after + calibrate + specs[at:]
 
 
 def dynamic_ranges_note(specs: list[PassSpec]) -> list[str]:
@@ -225,7 +232,7 @@ def targets_including(pass_name: str) -> list[Target]:
 
 
 __all__ = [
-    "CALIBRATED_EXTRAS", "CALIBRATION_PASS", "LEVELS", "Level", "NEEDS_OUTPUTS", "TARGETS", "Target",
+    "CALIBRATED_AFTER", "CALIBRATED_BEFORE", "CALIBRATED_EXTRAS", "CALIBRATION_PASS", "LEVELS", "Level", "NEEDS_OUTPUTS", "TARGETS", "Target",
     "available_levels", "available_targets", "drop_output_passes", "dynamic_ranges_note", "get_level", "get_target",
     "levels_including", "missing_passes", "preset_pipeline", "targets_including", "with_calibration",
 ]

@@ -17,8 +17,13 @@ Sites: the filter of QuantizedConv2D / QuantizedMatMul (stored codes, or a
 QuantizeV2 of a float Const), and the filter of a float Conv2D,
 DepthwiseConv2dNative or MatMul that reads a Dequantize of stored codes or a
 float Const (these become Const + Dequantize on the same grid, so the ONNX
-backend can run them in eight bits too).  The report says what re-gridding
-cost, in steps (LSB) of the grid each weight had before.  (Not a GTT transform.)
+backend can run them in eight bits too).  Run before quantize_weights (as
+mobile-int8 with --calibration does), it quantizes the float weights once,
+straight onto the grid; quantize_nodes then reads those codes.  The report
+says what the grid costs: for stored weights, how far each element moved in
+steps (LSB) of its previous grid; for float weights, how far each element is
+from its float value in steps of the quint8 grid GTT would have used.  (Not a
+GTT transform.)
 """
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ from compiler.errors import PassFailure
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.passes.base import Pass, PassContext, PassResult, register_pass
-from compiler.passes.quantize_weights import new_const, round_half_away
+from compiler.passes.quantize_weights import new_const, round_half_away, weight_range
 from compiler.rewrite.constants import const_array
 from compiler.rewrite.edit import erase_dead, node_names
 from compiler.runtime.kernels import get_kernel
@@ -78,22 +83,34 @@ def is_symmetric(lo: float, hi: float, codes: np.ndarray) -> bool:
 
 
 @dataclass
-class _Cost:
-    """What re-gridding moved each weight by, in steps of the grid it had."""
+class _Moves:
+    """How far re-gridding moved a set of weights, in steps (LSB) of a reference grid."""
 
-    regridded: int = 0
-    unchanged: int = 0
-    quantized_floats: int = 0
+    weights: int = 0
     max_lsb: float = 0.0
     total_lsb: float = 0.0
     elements: int = 0
 
-    def add(self, before: np.ndarray, after: np.ndarray, old_step: float) -> None:
-        moved = np.abs(after.astype(np.float64) - before.astype(np.float64)) / old_step
-        self.regridded += 1
+    def add(self, before: np.ndarray, after: np.ndarray, step: float) -> None:
+        moved = np.abs(after.astype(np.float64) - before.astype(np.float64)) / step
+        self.weights += 1
         self.max_lsb = max(self.max_lsb, float(moved.max(initial=0.0)))
         self.total_lsb += float(moved.sum())
         self.elements += moved.size
+
+    def describe(self) -> str:
+        mean = self.total_lsb / max(self.elements, 1)
+        return f"at most {self.max_lsb:.2f} LSB (mean {mean:.3f} LSB over {self.elements} elements)"
+
+
+@dataclass
+class _Cost:
+    """Stored eight-bit weights moved (against their previous grid), float weights quantized
+    (against GTT's quint8 grid of the same weight), and weights left as they were."""
+
+    regridded: _Moves = field(default_factory=_Moves)
+    quantized: _Moves = field(default_factory=_Moves)
+    unchanged: int = 0
 
 
 @dataclass
@@ -112,14 +129,16 @@ class _Rewriter:
     def regrid(self, source: Value, values: np.ndarray, old: Optional[tuple[np.ndarray, float]], user: Op
                ) -> tuple[Value, Value, Value]:
         """New (codes, min, max) Consts for the weight `source` (made once per weight); `old` is
-        (the weight as it was stored, its step) for the cost report, None for a float weight."""
+        (the weight as it was stored, its step), None for a float weight."""
         if source in self.done:
             return self.done[source]
         grid = symmetric_grid(values)
+        after = dequantized(grid.codes, grid.lo, grid.hi)
         if old is None:
-            self.cost.quantized_floats += 1
+            lo, hi = weight_range(values)
+            self.cost.quantized.add(values, after, float(float_for_one_level(lo, hi, np.uint8)))
         else:
-            self.cost.add(old[0], dequantized(grid.codes, grid.lo, grid.hi), old[1])
+            self.cost.regridded.add(old[0], after, old[1])
         self.done[source] = self.grid_consts(source.op.name, grid, user)
         return self.done[source]
 
@@ -279,18 +298,17 @@ def _dequantize_of(rewriter: _Rewriter, weight: Value, parts: tuple[Value, Value
 
 def _report(cost: _Cost) -> PassResult:
     result = PassResult()
-    result.sites = cost.regridded + cost.quantized_floats
+    result.sites = cost.regridded.weights + cost.quantized.weights
     result.changed = result.sites > 0
     if not result.sites and not cost.unchanged:
         result.note("no convolution or matmul weights to put on the symmetric grid")
         return result
-    if cost.regridded:
-        mean = cost.total_lsb / max(cost.elements, 1)
-        result.note(f"re-gridded {cost.regridded} eight-bit weights to symmetric int8: each element moved at most "
-                    f"{cost.max_lsb:.2f} LSB of its previous grid (mean {mean:.3f} LSB over {cost.elements} elements)")
-    if cost.quantized_floats:
-        result.note(f"quantized {cost.quantized_floats} float filters straight onto the symmetric grid "
-                    "(at most 0.5 LSB each)")
+    if cost.regridded.weights:
+        result.note(f"re-gridded {cost.regridded.weights} eight-bit weights to symmetric int8: each element moved "
+                    f"{cost.regridded.describe()} of its previous grid")
+    if cost.quantized.weights:
+        result.note(f"quantized {cost.quantized.weights} float weights onto the symmetric grid: each element is "
+                    f"{cost.quantized.describe()} of GTT's quint8 grid from its float value (GTT's grid: 0.5)")
     if cost.unchanged:
         result.note(f"{cost.unchanged} weights were already symmetric")
     return result

@@ -82,13 +82,22 @@ def test_report_states_the_cost_in_lsb() -> None:
     report = gttc_compile(model.data, model.inputs, model.outputs, 0,
                           transforms=EIGHT_BIT + " symmetric_weights").report.format()
     assert re.search(r"re-gridded 6 eight-bit weights to symmetric int8: each element moved at most \d\.\d+ LSB "
-                     r"of its previous grid", report), report
+                     r"\(mean 0\.\d+ LSB over \d+ elements\) of its previous grid", report), report
 
 
-def test_nothing_to_do_is_said() -> None:
+def test_float_weights_are_rounded_once_and_the_cost_is_against_gtts_grid() -> None:
     model = load_model_fixture("digits_mlp")
     from compiler.api import compile as gttc_compile
 
     report = gttc_compile(model.data, model.inputs, model.outputs, 0, transforms="symmetric_weights").report.format()
-    # digits_mlp's float MatMuls read float Consts: they are quantized onto the grid directly.
-    assert "quantized 2 float filters straight onto the symmetric grid" in report or "no convolution" in report
+    found = re.search(r"quantized 2 float weights onto the symmetric grid: each element is at most (\d\.\d+) LSB", report)
+    assert found, report
+    assert float(found.group(1)) < 1.0  # GTT's own grid: at most 0.5; symmetric steps are at most twice as wide
+
+
+def test_nothing_to_do_is_said() -> None:
+    from compiler.api import compile as gttc_compile
+
+    model = load_model_fixture("tf2_functional_control_flow")
+    report = gttc_compile(model.data, model.inputs, model.outputs, 0, transforms="symmetric_weights").report.format()
+    assert "no convolution or matmul weights to put on the symmetric grid" in report

@@ -76,7 +76,7 @@ def test_each_point_within_one_lsb(pair: Pair) -> None:
         assert row.ops  # e.g. QuantizedConv2D+BiasAdd+Relu6
     assert report.end_to_end_share >= 0.97
     assert [o.name for o in report.outputs] == pair.model.outputs
-    assert all(o.cosine >= 0.9999 and o.max_abs < 0.1 for o in report.outputs)
+    assert all(o.cosine >= 0.9999 and o.max_abs < 0.25 for o in report.outputs)  # digits logits reach ~20
 
 
 def test_digits_rows_and_format(digits: Pair) -> None:
