@@ -187,7 +187,9 @@ _QUANTIZING_PASSES = ("quantize_nodes", "fold_requantize_dequantize")
 # onnxruntime's fused U8S8 kernels (docs/QUANTIZATION.md).
 CALIBRATED_BEFORE = ("symmetric_weights",)
 CALIBRATED_AFTER = ("quantize_activations",)
-CALIBRATED_EXTRAS = CALIBRATED_BEFORE + CALIBRATED_AFTER
+# After calibration: biases on their accumulator's step, as the integer kernels add them.
+CALIBRATED_FINISH = ("align_biases",)
+CALIBRATED_EXTRAS = CALIBRATED_BEFORE + CALIBRATED_AFTER + CALIBRATED_FINISH
 _FIRST_QUANTIZING = ("quantize_weights", "quantize_nodes")
 
 
@@ -197,7 +199,7 @@ def with_calibration(specs: list[PassSpec], data: str, activations: bool = True,
 
     With `activations`, CALIBRATED_BEFORE runs before the first quantizing pass
     and CALIBRATED_AFTER before the calibration, so its ranges are calibrated
-    too; `float_ops` overrides which op types quantize_activations keeps in float.  Without a quantizing pass there is nothing to calibrate:
+    too, and CALIBRATED_FINISH after it; `float_ops` overrides which op types quantize_activations keeps in float.  Without a quantizing pass there is nothing to calibrate:
     that is a usage error.
     """
     positions = [i for i, spec in enumerate(specs) if spec.name in _QUANTIZING_PASSES]
@@ -210,7 +212,8 @@ def with_calibration(specs: list[PassSpec], data: str, activations: bool = True,
     before = [PassSpec(name, []) for name in CALIBRATED_BEFORE if activations]
     after = [PassSpec(name, params.get(name, [])) for name in CALIBRATED_AFTER if activations]
     calibrate = [PassSpec(CALIBRATION_PASS, [("data", data)])]
-    return specs[:first] + before + specs[first:at] + after + calibrate + specs[at:]
+    finish = [PassSpec(name, []) for name in CALIBRATED_FINISH if activations]
+    return specs[:first] + before + specs[first:at] + after + calibrate + finish + specs[at:]
 
 
 def dynamic_ranges_note(specs: list[PassSpec]) -> list[str]:
@@ -232,7 +235,7 @@ def targets_including(pass_name: str) -> list[Target]:
 
 
 __all__ = [
-    "CALIBRATED_AFTER", "CALIBRATED_BEFORE", "CALIBRATED_EXTRAS", "CALIBRATION_PASS", "LEVELS", "Level", "NEEDS_OUTPUTS", "TARGETS", "Target",
+    "CALIBRATED_AFTER", "CALIBRATED_BEFORE", "CALIBRATED_EXTRAS", "CALIBRATED_FINISH", "CALIBRATION_PASS", "LEVELS", "Level", "NEEDS_OUTPUTS", "TARGETS", "Target",
     "available_levels", "available_targets", "drop_output_passes", "dynamic_ranges_note", "get_level", "get_target",
     "levels_including", "missing_passes", "preset_pipeline", "targets_including", "with_calibration",
 ]

@@ -209,7 +209,7 @@ def _quantized_float_const(weight: Value, lo: Value, hi: Value
     if quantize.operands[0].dtype != DType.FLOAT or len(quantize.operands) != 3:
         return None
     source = _behind_identities(quantize.operands[0])
-    values = _weight_values(source)
+    values = weight_values(source)
     if values is None:
         return None
     bounds = [_static_bound(v, values, source) for v in quantize.operands[1:3]]
@@ -226,7 +226,7 @@ def _behind_identities(value: Value) -> Value:
     return value
 
 
-def _weight_values(value: Value) -> Optional[np.ndarray]:
+def weight_values(value: Value) -> Optional[np.ndarray]:
     """Float weights known at compile time: a float Const, or TF's Dequantize of stored codes."""
     found = const_array(value)
     if found is not None:
@@ -314,4 +314,5 @@ def _report(cost: _Cost) -> PassResult:
     return result
 
 
-__all__ = ["SymmetricGrid", "SymmetricWeights", "dequantized", "is_symmetric", "symmetric_grid"]
+__all__ = ["FLOAT_PRODUCTS", "QUANTIZED_PRODUCTS", "SymmetricGrid", "SymmetricWeights", "dequantized", "is_symmetric",
+           "symmetric_grid", "weight_values"]
