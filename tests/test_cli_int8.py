@@ -66,3 +66,13 @@ def test_bad_onnx_quant_and_mismatched_calibration_are_one_line_exit_2(tmp_path)
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert not out.exists()
     assert "--onnx-quant" in bad_format.stderr and "digits_mlp_calibration.npz" in mismatched.stderr
+
+
+def test_verify_eight_bit_graphdef_against_its_onnx(tmp_path) -> None:
+    pb, model = tmp_path / "m.pb", tmp_path / "m.onnx"
+    built = gttc("-O2", "--target=mobile-int8", MODEL, "--calibration", CALIBRATION, "-o", pb, "-o", model, *IO, "-q")
+    assert built.returncode == 0, built.stderr
+    result = gttc("verify", pb, model, *IO, "--dataset", CALIBRATION)
+    assert result.returncode == 0, result.stderr
+    assert "vs the eight-bit graph (interpreter), per quantized op on the first feed" in result.stdout
+    assert "PASS: every op >= 99.9% of codes within 1 LSB" in result.stdout
