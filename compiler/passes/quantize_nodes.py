@@ -490,7 +490,7 @@ def merge_adjacent_requantizes(graph: Graph) -> int:
 def quantize_ops(graph: Graph, table: dict[str, EightBitOp], fallback: Optional[tuple[float, float]],
                  report: Report) -> None:
     """Convert every op of `table` that is float and that TF's quantized kernel computes faithfully."""
-    shapes = _binary_operand_shapes(graph, table)
+    shapes = _checked_operand_shapes(graph, table)
     for op in list(graph):
         info = table.get(op.type)
         if info is None:
@@ -511,13 +511,14 @@ def _computes_in_float(op: Op) -> bool:
     return op.type not in _NOT_COMPUTE and any(v.dtype == DType.FLOAT for v in op.results)
 
 
-def _binary_operand_shapes(graph: Graph, table: dict[str, EightBitOp]) -> dict[Op, list[Shape]]:
-    """Static operand shapes of the Mul/Add ops to convert (their kernels broadcast only some ways)."""
-    binary = [op for op in graph if op.type in ("Mul", "Add") and op.type in table]
-    if not binary:
+def _checked_operand_shapes(graph: Graph, table: dict[str, EightBitOp]) -> dict[Op, list[Shape]]:
+    """Static operand shapes of the ops to convert whose kernels depend on them: Mul/Add broadcast
+    only some ways, Conv2D's window placement depends on the input size."""
+    checked = [op for op in graph if op.type in ("Mul", "Add", "Conv2D") and op.type in table]
+    if not checked:
         return {}
     info: StaticInfo = analyze(gtt_execution_order(graph).ordered)
-    return {op: [info.shape(v) for v in op.operands] for op in binary}
+    return {op: [info.shape(v) for v in op.operands] for op in checked}
 
 
 def convert_op(graph: Graph, op: Op, info: EightBitOp, fallback: Optional[tuple[float, float]]) -> Op:

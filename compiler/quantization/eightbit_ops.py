@@ -141,7 +141,31 @@ def _conv2d(op: Op, shapes: Sequence[Shape]) -> Optional[str]:
     padding = _text(op.attr("padding", ""))
     if padding not in ("SAME", "VALID"):
         return f"padding={padding}; QuantizedConv2D takes SAME or VALID only"
+    strides = tuple(op.attr("strides", (1, 1, 1, 1)))
+    for axis in (1, 2):
+        if _window_starts_inside(shapes, axis, int(strides[axis]) if len(strides) == 4 else 1, padding):
+            return (f"{padding} windows with stride {strides[axis]}: QuantizedConv2D would start them inside "
+                    "the input, where Conv2D pads")
     return None
+
+
+def _window_starts_inside(shapes: Sequence[Shape], axis: int, stride: int, padding: str) -> bool:
+    """Whether QuantizedConv2D's first window along spatial `axis` starts inside the input.
+
+    It places windows at (extent [+ 1 for VALID]) / 2 with C division, where
+    extent = (out - 1) * stride + kernel - size; Conv2D never starts inside.  A
+    negative extent trips that: SAME at extent <= -2, VALID at extent <= -3.
+    With unknown sizes, strides above kernel + 1 (SAME) or 3 (VALID) may.
+    """
+    size = shapes[0].dims[axis] if len(shapes) > 0 and shapes[0].dims is not None else None
+    kernel = shapes[1].dims[axis - 1] if len(shapes) > 1 and shapes[1].dims is not None else None
+    if kernel is None:
+        return stride > 3
+    if size is None:
+        return stride > (kernel + 1 if padding == "SAME" else 3)
+    out = -(-size // stride) if padding == "SAME" else (size - kernel + stride) // stride
+    extent = (out - 1) * stride + kernel - size
+    return extent <= (-2 if padding == "SAME" else -3)
 
 
 def _concat_axis(op: Op, _shapes: Sequence[Shape]) -> Optional[str]:
