@@ -201,7 +201,7 @@ def cmd_compile(argv: Sequence[str]) -> int:
         parser.error("no output given (-o OUT or --out_graph)")
     for out in args.outputs_files:
         check_output_path(out, [path])
-    check_plot_argument(args, [path])
+    check_verify_arguments(args, [path])
     manager = pass_manager_from_args(args)
     graph = load_model(path)
     check_node_names(graph, split_names(args.inputs), "input")
@@ -348,14 +348,13 @@ def report_layers(original: Graph, candidate: Graph, inputs: list[str], args: ar
         print(f"wrote {args.plot}", file=sys.stderr)
 
 
-def check_plot_argument(args: argparse.Namespace, inputs: Sequence[str]) -> None:
+def check_verify_arguments(args: argparse.Namespace, inputs: Sequence[str]) -> None:
     """Before any work: --feeds and --dataset exclude each other; --plot names a writable
     .png/.svg/.pdf and implies --layers."""
     from compiler.modelio import check_output_path
 
     if args.feeds and args.dataset:
         raise InputError("give --feeds (one feed) or --dataset (many), not both")
-
     if not args.plot:
         return
     if Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
@@ -395,7 +394,7 @@ def cmd_verify(argv: Sequence[str]) -> int:
     from compiler.modelio import load_model
 
     args = build_verify_parser().parse_args(argv)
-    check_plot_argument(args, [args.original, args.candidate])
+    check_verify_arguments(args, [args.original, args.candidate])
     original = load_model(args.original)
     check_node_names(original, split_names(args.inputs), "input")
     check_node_names(original, split_names(args.outputs), "output")
@@ -564,7 +563,7 @@ def describe_pass(pass_cls: type[Pass]) -> list[str]:
     targets = [target.name for target in targets_including(pass_cls.name)]
     used = levels + [f"--target={name}" for name in targets]
     if pass_cls.name in CALIBRATED_EXTRAS + (CALIBRATION_PASS,):
-        used.append("--calibration (after quantize_nodes, e.g. with --target=mobile-int8)")
+        used.append("--calibration (with a quantizing pipeline, e.g. --target=mobile-int8)")
     lines.append(f"      run by:   {', '.join(used) or 'only on request (--transforms)'}")
     return lines
 
