@@ -123,10 +123,11 @@ def _is_float_activation(value: Value) -> bool:
 
 
 def _quantize_operand(graph: Graph, op: Op, slot: int, pairs: dict[Value, Value]) -> None:
-    """Point operand `slot` at Dequantize(QuantizeV2(x)); through a zero Pad, quantize the Pad's input."""
+    """Point operand `slot` at Dequantize(QuantizeV2(x)); through a zero Pad only it reads, quantize the
+    Pad's input."""
     value = op.operands[slot]
     pad = value.op
-    if _is_zero_pad(pad) and _is_float_activation(pad.operands[0]):
+    if _is_zero_pad(pad) and len(value.uses) == 1 and _is_float_activation(pad.operands[0]):
         pad.set_operand(0, _dequantized(graph, pad.operands[0], pairs))
         return
     op.set_operand(slot, _dequantized(graph, value, pairs))
