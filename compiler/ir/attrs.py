@@ -24,6 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, MutableMapping, Optional
 
 
+
+def attr_text(value: object) -> str:
+    """A string attribute as `str`: an `s` attribute that is not UTF-8 stays `bytes` (see above)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 @dataclass(frozen=True)
 class FuncAttr:
     """A function reference with its own attributes (TF's NameAttrList)."""

@@ -21,6 +21,7 @@ from typing import Optional
 
 import numpy as np
 
+from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op
 from compiler.ir.tensor import Tensor
@@ -33,18 +34,15 @@ from compiler.rewrite.rules import RewriteRule, Skip, apply_rules
 _FUSABLE_T = frozenset({DType.FLOAT, DType.HALF, DType.DOUBLE})
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
 
 # -- conditions ---------------------------------------------------------------------
 def _conv_problem(conv: Op) -> Optional[str]:
-    if _text(conv.attr("data_format", "NHWC")) != "NHWC":
+    if attr_text(conv.attr("data_format", "NHWC")) != "NHWC":
         return "the fused ops only support NHWC"
     if any(d != 1 for d in conv.attr("dilations", (1, 1, 1, 1))):
         return "the fused ops do not support dilations"
-    if _text(conv.attr("padding", "")) not in ("SAME", "VALID"):
-        return f"padding {_text(conv.attr('padding', ''))} is not supported by the fused ops"
+    if attr_text(conv.attr("padding", "")) not in ("SAME", "VALID"):
+        return f"padding {attr_text(conv.attr('padding', ''))} is not supported by the fused ops"
     if conv.attr("T") not in _FUSABLE_T:
         return "the fused ops only support half, float and double"
     return None

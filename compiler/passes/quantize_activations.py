@@ -27,6 +27,7 @@ from typing import Optional
 
 import numpy as np
 
+from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.passes.base import Param, Pass, PassContext, PassResult, register_pass
@@ -168,7 +169,7 @@ def _dequantized(graph: Graph, value: Value, pairs: dict[Value, Value]) -> Value
 def _existing_quantize(value: Value) -> Optional[Op]:
     """A MIN_FIRST quint8 QuantizeV2 of `value` already in the graph (quantize_nodes made one)."""
     for user in value.users:
-        if (user.type == "QuantizeV2" and user.operands[0] is value and _text(user.attr("mode")) == _MODE
+        if (user.type == "QuantizeV2" and user.operands[0] is value and attr_text(user.attr("mode")) == _MODE
                 and user.attr("T") == DType.QUINT8 and int(user.attr("axis", -1)) == -1):
             return user
     return None
@@ -189,9 +190,6 @@ def _new_quantize(graph: Graph, value: Value) -> Op:
     return graph.create_op("QuantizeV2", f"{base}/quantize", operands=[value, low.result, high.result],
                            attrs={"T": DType.QUINT8, "mode": _MODE}, after=high)
 
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _report(counts: Counter, quantized: int, kept: frozenset[str]) -> PassResult:

@@ -33,6 +33,7 @@ from typing import Optional
 import numpy as np
 
 from compiler.errors import PassFailure
+from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.passes.base import Pass, PassContext, PassResult, register_pass
@@ -232,15 +233,12 @@ def weight_values(value: Value) -> Optional[np.ndarray]:
     if found is not None:
         return np.asarray(found, np.float32)
     op = value.op
-    if op.type == "Dequantize" and len(op.operands) == 3 and _text(op.attr("mode", "MIN_COMBINED")) == "MIN_FIRST":
+    if op.type == "Dequantize" and len(op.operands) == 3 and attr_text(op.attr("mode", "MIN_COMBINED")) == "MIN_FIRST":
         stored = _stored_weight(*op.operands)
         if stored is not None:
             return dequantized(*stored)
     return None
 
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _static_bound(bound: Value, values: np.ndarray, source: Value) -> Optional[np.ndarray]:
@@ -264,7 +262,7 @@ def _float_product(rewriter: _Rewriter, op: Op) -> list[Op]:
     """Give a float conv/matmul's constant filter a symmetric-grid Const + Dequantize."""
     weight = op.operands[_FILTER]
     producer = weight.op
-    if producer.type == "Dequantize" and _text(producer.attr("mode", "MIN_COMBINED")) == "MIN_FIRST":
+    if producer.type == "Dequantize" and attr_text(producer.attr("mode", "MIN_COMBINED")) == "MIN_FIRST":
         stored = _stored_weight(*producer.operands[:3]) if len(producer.operands) == 3 else None
         if stored is None:
             return []

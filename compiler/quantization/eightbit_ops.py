@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from compiler.ir import op_registry
+from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
 from compiler.ir.shapes import Shape
@@ -125,7 +126,7 @@ def kernel_problem(op: Op, shapes: Sequence[Shape]) -> Optional[str]:
 
 
 def _nhwc_only(op: Op, _shapes: Sequence[Shape]) -> Optional[str]:
-    layout = _text(op.attr("data_format", "NHWC"))
+    layout = attr_text(op.attr("data_format", "NHWC"))
     if layout != "NHWC":
         return f"data_format={layout}; {EIGHTBIT_OPS[op.type].quantized_type} computes NHWC only"
     return None
@@ -138,7 +139,7 @@ def _conv2d(op: Op, shapes: Sequence[Shape]) -> Optional[str]:
     dilations = tuple(op.attr("dilations", (1, 1, 1, 1)))
     if any(d != 1 for d in dilations):
         return f"dilations={list(dilations)}; GTT's QuantizedConv2D would drop them"
-    padding = _text(op.attr("padding", ""))
+    padding = attr_text(op.attr("padding", ""))
     if padding not in ("SAME", "VALID"):
         return f"padding={padding}; QuantizedConv2D takes SAME or VALID only"
     strides = tuple(op.attr("strides", (1, 1, 1, 1)))
@@ -228,9 +229,6 @@ def _kernel_broadcasts(runs: list[str]) -> bool:
         return True
     return len(runs) == 2 and runs[1] == "same"
 
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 _CHECKS = {

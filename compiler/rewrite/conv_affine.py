@@ -15,12 +15,13 @@ from typing import Optional
 
 import numpy as np
 
+from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.tensor import Tensor
-from compiler.runtime.op_eval import FORWARDING_OPS
 from compiler.rewrite.constants import const_array, const_op, is_exclusive
 from compiler.rewrite.edit import erase_dead, inherit_control_deps, take_over
+from compiler.runtime.op_eval import FORWARDING_OPS
 
 CONV_TYPES = frozenset({"Conv2D", "DepthwiseConv2dNative", "MatMul"})
 FUSED_CONV_TYPES = frozenset({"FusedPadConv2D", "FusedResizeAndPadConv2D"})
@@ -65,7 +66,7 @@ class Step:
 def conv_layout(op: Op) -> Layout:
     if op.type == "MatMul":
         return Layout(-1, 2)
-    return Layout(-3, 4) if _text(op.attr("data_format", "NHWC")) == "NCHW" else Layout(-1, 4)
+    return Layout(-3, 4) if attr_text(op.attr("data_format", "NHWC")) == "NCHW" else Layout(-1, 4)
 
 
 def conv_site(op: Op) -> Optional[ConvSite]:
@@ -145,7 +146,7 @@ def _arith_step(op: Op, x: Value, channels: Optional[int], layout: Layout) -> Op
 
 
 def _bias_axis(op: Op, rank: int) -> int:
-    if op.type == "BiasAddV1" or _text(op.attr("data_format", "NHWC")) != "NCHW":
+    if op.type == "BiasAddV1" or attr_text(op.attr("data_format", "NHWC")) != "NCHW":
         return -1
     return -3 if rank == 4 else -1
 
@@ -161,7 +162,7 @@ def _bn_step(op: Op, x: Value, channels: Optional[int], layout: Layout) -> Optio
         _, mean, var, beta, gamma = op.operands
         eps, after = op.attr("variance_epsilon", 0.0), bool(op.attr("scale_after_normalization", True))
     else:
-        fmt = -3 if _text(op.attr("data_format", "NHWC")) == "NCHW" else -1
+        fmt = -3 if attr_text(op.attr("data_format", "NHWC")) == "NCHW" else -1
         if op.attr("is_training", True) or fmt != layout.channel_axis or len(op.operands) != 5:
             return None
         _, gamma, beta, mean, var = op.operands
@@ -303,6 +304,3 @@ def _weight_broadcast(site: ConvSite, shape: tuple[int, ...], scale: np.ndarray)
 def _is_constant_source(op: Op) -> bool:
     return op.type == "Const" or op.type in FORWARDING_OPS
 
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -5,6 +5,7 @@ from typing import Optional
 
 from compiler.analysis.rules.registry import OpFacts, broadcast, shape_rule
 from compiler.analysis.window import data_format, explicit_pairs, window_output_shape
+from compiler.ir.attrs import attr_text
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
 
 
@@ -19,13 +20,10 @@ def _conv(facts: OpFacts, x: Shape, filter_index: int, depthwise: bool) -> Shape
         return Shape((None,) * 4) if x.rank in (None, 4) else UNKNOWN_SHAPE
     strides = fmt.spatial(facts.attr("strides", (1, 1, 1, 1)))
     dilations = fmt.spatial(facts.attr("dilations", (1, 1, 1, 1)))
-    padding = _text(facts.attr("padding", "VALID"))
+    padding = attr_text(facts.attr("padding", "VALID"))
     explicit = explicit_pairs(facts.attr("explicit_paddings", ()), fmt, 4) if padding == "EXPLICIT" else []
     return window_output_shape(x, fmt, windows, strides, dilations, padding, explicit, channels)
 
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @shape_rule("Conv2D")
@@ -62,7 +60,7 @@ def _pool(facts: OpFacts, ksize: Optional[list[int]], strides: Optional[list[int
     if ksize is None or strides is None or x.dims is None:
         return None
     fmt = data_format(facts.attr("data_format"))
-    padding = _text(facts.attr("padding", "VALID"))
+    padding = attr_text(facts.attr("padding", "VALID"))
     explicit = explicit_pairs(facts.attr("explicit_paddings", ()), fmt, 4) if padding == "EXPLICIT" else []
     channels = x.dims[fmt.channel_axis(len(x.dims))]
     return [window_output_shape(x, fmt, fmt.spatial(ksize), fmt.spatial(strides), [1, 1], padding, explicit, channels)]

@@ -21,13 +21,11 @@ from compiler.backends.onnx.ops_array import emit_pad, stored_pairs
 from compiler.backends.onnx.ops_image import emit_resize
 from compiler.backends.onnx.ops_quantized import dequantized_weight, quantized_filter
 from compiler.backends.onnx.registry import CHANNELS_FIRST, lowers
+from compiler.ir.attrs import attr_text
 from compiler.ir.graph import Op, Value
 
 Pairs = list[tuple[int, int]]
 
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _format(op: Op) -> tuple[DataFormat, Perm]:
@@ -45,7 +43,7 @@ def _spatial_dims(ctx: LoweringContext, value: Value, fmt: DataFormat) -> list[O
 def window_pads(op: Op, fmt: DataFormat, spatial: Sequence[Optional[int]], windows: Sequence[int],
                 strides: Sequence[int], dilations: Sequence[int]) -> Optional[Pairs]:
     """Explicit (before, after) per spatial axis; None for SAME on an input of unknown size."""
-    padding = _text(op.attr("padding", "VALID"))
+    padding = attr_text(op.attr("padding", "VALID"))
     if padding == "VALID":
         return [(0, 0)] * len(windows)
     if padding == "EXPLICIT":
@@ -150,7 +148,7 @@ def _conv2d(ctx: LoweringContext, op: Op) -> None:
 def fused_conv_pads(op: Op, padded: Sequence[Optional[int]], kernel: Sequence[int], strides: Sequence[int]
                     ) -> Optional[Pairs]:
     """Padding as TF's fused pad/resize conv kernel places its patches (C division), when sizes are known."""
-    padding = _text(op.attr("padding", "VALID"))
+    padding = attr_text(op.attr("padding", "VALID"))
     pairs = []
     for size, k, s in zip(padded, kernel, strides):
         if size is None:
@@ -169,7 +167,7 @@ def _mirror_then_conv(ctx: LoweringContext, op: Op, x: str, spatial: Sequence[Op
     """MirrorPad then Conv, the tail shared by FusedPadConv2D and FusedResizeAndPadConv2D."""
     paddings = ctx.const_operand(op, paddings_index, "the paddings")
     pairs = stored_pairs(paddings, layout.channels_first(4))
-    padded = emit_pad(ctx, op, x, pairs, _text(op.attr("mode")).lower(), suffix="mirror_pad")
+    padded = emit_pad(ctx, op, x, pairs, attr_text(op.attr("mode")).lower(), suffix="mirror_pad")
     grown = [None if s is None else s + b + a for s, (b, a) in zip(spatial, pairs[2:])]
     strides = DataFormat("NHWC").spatial(op.attr("strides", (1, 1, 1, 1)))
     pads = fused_conv_pads(op, grown, _kernel_hw(ctx, op, filter_index), strides)

@@ -66,6 +66,7 @@ from compiler.backends.onnx import layout
 from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.registry import AGNOSTIC, CHANNELS_FIRST, lowers
+from compiler.ir.attrs import attr_text
 from compiler.ir.graph import Op, Value
 from compiler.runtime.kernels import KernelError, get_kernel
 from compiler.runtime.kernels.quantized_conversion import (
@@ -109,9 +110,6 @@ def _state(ctx: LoweringContext) -> _State:
     return _STATES[ctx]
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
 
 # -- export-time evaluation ---------------------------------------------------------
 def static_value(ctx: LoweringContext, value: Value) -> Optional[np.ndarray]:
@@ -127,7 +125,7 @@ def static_value(ctx: LoweringContext, value: Value) -> Optional[np.ndarray]:
 
 def _evaluate(ctx: LoweringContext, value: Value) -> Optional[np.ndarray]:
     op = value.op
-    if op.type == "QuantizeV2" and value.index > 0 and _text(op.attr("mode", "MIN_COMBINED")) == "MIN_FIRST":
+    if op.type == "QuantizeV2" and value.index > 0 and attr_text(op.attr("mode", "MIN_COMBINED")) == "MIN_FIRST":
         return _static_quantize_range(ctx, op, value.index)
     if op.type in _PRODUCTS and value.index > 0:
         return _static_product_range(ctx, op, value.index)
@@ -170,7 +168,7 @@ def _scalar(array: np.ndarray) -> F32:
 
 # -- ranges -------------------------------------------------------------------------
 def _check_min_first_quint8(op: Op, type_attr: str) -> None:
-    mode = _text(op.attr("mode", "MIN_COMBINED"))
+    mode = attr_text(op.attr("mode", "MIN_COMBINED"))
     dtype = op.attr(type_attr)
     if mode != "MIN_FIRST" or dtype is None or dtype.to_numpy() != np.dtype(np.uint8):
         raise UnsupportedOpError(op.type, op.name, f"only MIN_FIRST quint8 is supported, not {mode} {dtype}")
@@ -405,7 +403,7 @@ def _qdq_applies(ctx: LoweringContext, op: Op) -> bool:
     reader = readers[0]
     return (reader.type == "Dequantize" and len(reader.operands) == 3 and reader.operands[0] is op.results[0]
             and reader.operands[1] is op.results[1] and reader.operands[2] is op.results[2]
-            and _text(reader.attr("mode", "MIN_COMBINED")) == "MIN_FIRST" and int(reader.attr("axis", -1)) == -1)
+            and attr_text(reader.attr("mode", "MIN_COMBINED")) == "MIN_FIRST" and int(reader.attr("axis", -1)) == -1)
 
 
 def dequantized_weight(ctx: LoweringContext, codes: np.ndarray, lo: F32, hi: F32, base: str) -> str:
@@ -433,7 +431,7 @@ def dequantized_weight(ctx: LoweringContext, codes: np.ndarray, lo: F32, hi: F32
 def quantized_filter(ctx: LoweringContext, value: Value) -> Optional[tuple[np.ndarray, F32, F32]]:
     """(quint8 codes, lo, hi) when `value` is a MIN_FIRST Dequantize of constant codes with a constant range."""
     op = value.op
-    if op.type != "Dequantize" or len(op.operands) != 3 or _text(op.attr("mode", "MIN_COMBINED")) != "MIN_FIRST":
+    if op.type != "Dequantize" or len(op.operands) != 3 or attr_text(op.attr("mode", "MIN_COMBINED")) != "MIN_FIRST":
         return None
     arrays = [static_value(ctx, v) for v in op.operands]
     if any(a is None for a in arrays) or np.asarray(arrays[0]).dtype != np.uint8:
@@ -492,7 +490,7 @@ def _quantized_conv2d(ctx: LoweringContext, op: Op) -> None:
         raise UnsupportedOpError(op.type, op.name, f"strides {strides} (TF's kernel needs [1, s, s, 1])")
     if any(d != 1 for d in op.attr("dilations", (1, 1, 1, 1))):
         raise UnsupportedOpError(op.type, op.name, "dilations other than 1")
-    padding = _text(op.attr("padding", "VALID"))
+    padding = attr_text(op.attr("padding", "VALID"))
     weights = _static_codes(ctx, op, 1, "filter")
     kh, kw = int(weights.shape[0]), int(weights.shape[1])
     dims = ctx.shape(op.operands[0]).dims or (None,) * 4
@@ -553,7 +551,7 @@ def _dequantize(ctx: LoweringContext, op: Op) -> None:
     """Constant codes fold to a float initializer (nothing left to run); run-time codes scale."""
     if _bind_static(ctx, op):
         return
-    mode, dtype = _text(op.attr("mode", "MIN_COMBINED")), op.attr("T")
+    mode, dtype = attr_text(op.attr("mode", "MIN_COMBINED")), op.attr("T")
     if mode != "MIN_FIRST" or int(op.attr("axis", -1)) != -1:
         raise UnsupportedOpError(op.type, op.name, f"only per-tensor MIN_FIRST is supported, not {mode}")
     key = (op.operands[1], op.operands[2])
