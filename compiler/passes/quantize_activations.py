@@ -31,7 +31,7 @@ from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.passes.base import Param, Pass, PassContext, PassResult, register_pass
-from compiler.passes.quantize_weights import new_const
+from compiler.passes.quantize_nodes import measured_quantize
 from compiler.rewrite.constants import const_array
 from compiler.rewrite.edit import node_names
 
@@ -129,9 +129,9 @@ def _quantize_operand(graph: Graph, op: Op, slot: int, pairs: dict[Value, Value]
     value = op.operands[slot]
     pad = value.op
     if _is_zero_pad(pad) and len(value.uses) == 1 and _is_float_activation(pad.operands[0]):
-        pad.set_operand(0, _dequantized(graph, pad.operands[0], pairs))
+        pad.set_operand(0, _dequantized(graph, pad.operands[0], pad, pairs))
         return
-    op.set_operand(slot, _dequantized(graph, value, pairs))
+    op.set_operand(slot, _dequantized(graph, value, op, pairs))
 
 
 def _quantize_output(graph: Graph, op: Op, pairs: dict[Value, Value]) -> None:
@@ -140,7 +140,7 @@ def _quantize_output(graph: Graph, op: Op, pairs: dict[Value, Value]) -> None:
     readers = [(user, slot) for user, slot in value.uses]
     if not readers:
         return
-    dequantized = _dequantized(graph, value, pairs)
+    dequantized = _dequantized(graph, value, readers[0][0], pairs)
     for user, slot in readers:
         user.set_operand(slot, dequantized)
 
@@ -154,11 +154,13 @@ def _is_zero_pad(op: Op) -> bool:
     return False
 
 
-def _dequantized(graph: Graph, value: Value, pairs: dict[Value, Value]) -> Value:
-    """The Dequantize of `value`'s QuantizeV2, made once per value (reusing an existing QuantizeV2)."""
+def _dequantized(graph: Graph, value: Value, before: Op, pairs: dict[Value, Value]) -> Value:
+    """The Dequantize of `value`'s QuantizeV2 (a new one goes before `before`, a reader of `value`),
+    made once per value, reusing an existing QuantizeV2."""
     if value in pairs:
         return pairs[value]
-    quantize = _existing_quantize(value) or _new_quantize(graph, value)
+    quantize = _existing_quantize(value) or measured_quantize(
+        graph, value, graph.unique_name(f"{value.op.name}_{value.index}/activation"), before)
     dequantize = graph.create_op("Dequantize", graph.unique_name(f"{quantize.name}/dequantize"),
                                  operands=list(quantize.results[:3]), attrs={"T": DType.QUINT8, "mode": _MODE},
                                  after=quantize)
@@ -173,22 +175,6 @@ def _existing_quantize(value: Value) -> Optional[Op]:
                 and user.attr("T") == DType.QUINT8 and int(user.attr("axis", -1)) == -1):
             return user
     return None
-
-
-def _new_quantize(graph: Graph, value: Value) -> Op:
-    """QuantizeV2 of `value` over its measured range (Reshape to 1-D, Min, Max), as quantize_nodes builds it,
-    placed right after the op computing `value`."""
-    base = graph.unique_name(f"{value.op.name}_{value.index}/activation")
-    flat_dims = new_const(graph, f"{base}/reshape_dims", np.array([-1], np.int32), DType.INT32, after=value.op)
-    axes = new_const(graph, f"{base}/reduction_dims", np.array([0], np.int32), DType.INT32, after=flat_dims)
-    flat = graph.create_op("Reshape", f"{base}/reshape", operands=[value, flat_dims.result],
-                           attrs={"T": DType.FLOAT, "Tshape": DType.INT32}, after=axes)
-    low = graph.create_op("Min", f"{base}/min", operands=[flat.result, axes.result],
-                          attrs={"T": DType.FLOAT, "Tidx": DType.INT32, "keep_dims": False}, after=flat)
-    high = graph.create_op("Max", f"{base}/max", operands=[flat.result, axes.result],
-                           attrs={"T": DType.FLOAT, "Tidx": DType.INT32, "keep_dims": False}, after=low)
-    return graph.create_op("QuantizeV2", f"{base}/quantize", operands=[value, low.result, high.result],
-                           attrs={"T": DType.QUINT8, "mode": _MODE}, after=high)
 
 
 

@@ -540,19 +540,24 @@ def convert_op(graph: Graph, op: Op, info: EightBitOp, fallback: Optional[tuple[
 
 
 def _quantize_input(graph: Graph, op: Op, slot: int, base: str) -> Op:
-    """Measure operand `slot` (reshape to 1-D, Min, Max) and quantize it with that range; returns the QuantizeV2."""
-    value = op.operands[slot]
-    explicit = [0] if slot in op.explicit_port0 else []
-    dims = new_const(graph, f"{base}/reshape_dims", np.array([-1], np.int32), DType.INT32, before=op,
-                  control_deps=[value.op])
-    axes = new_const(graph, f"{base}/reduction_dims", np.array([0], np.int32), DType.INT32, before=op,
-                  control_deps=[value.op])
-    flat = _create(graph, "Reshape", f"{base}/reshape", [value, dims.result], {"T": DType.FLOAT}, before=op,
-                   explicit=explicit)
+    """Measure operand `slot` and quantize it with that range; returns the QuantizeV2."""
+    return measured_quantize(graph, op.operands[slot], base, op, slot in op.explicit_port0)
+
+
+def measured_quantize(graph: Graph, value: Value, base: str, before: Op, explicit: bool = False) -> Op:
+    """QuantizeV2 of `value` over the range measured on every run (reshape to 1-D, Min, Max), in GTT's
+    form and names under `base`, placed before `before`; `explicit` spells the reads of `value` `name:0`."""
+    ports = [0] if explicit else []
+    dims = new_const(graph, f"{base}/reshape_dims", np.array([-1], np.int32), DType.INT32, before=before,
+                     control_deps=[value.op])
+    axes = new_const(graph, f"{base}/reduction_dims", np.array([0], np.int32), DType.INT32, before=before,
+                     control_deps=[value.op])
+    flat = _create(graph, "Reshape", f"{base}/reshape", [value, dims.result], {"T": DType.FLOAT}, before=before,
+                   explicit=ports)
     reduced = [_create(graph, kind, f"{base}/{kind.lower()}", [flat.result, axes.result],
-                       {"T": DType.FLOAT, "keep_dims": False}, before=op) for kind in ("Min", "Max")]
+                       {"T": DType.FLOAT, "keep_dims": False}, before=before) for kind in ("Min", "Max")]
     return _create(graph, "QuantizeV2", f"{base}/quantize", [value, *(r.result for r in reduced)],
-                   {"T": DType.QUINT8, "mode": "MIN_FIRST"}, before=op, explicit=explicit)
+                   {"T": DType.QUINT8, "mode": "MIN_FIRST"}, before=before, explicit=ports)
 
 
 def _quantized_twin(graph: Graph, op: Op, info: EightBitOp, quantized: list[Op]) -> Op:
