@@ -28,8 +28,8 @@ from compiler.passes.quantize_weights import new_const
 from compiler.passes.symmetric_weights import FLOAT_PRODUCTS, QUANTIZED_PRODUCTS, weight_values
 from compiler.rewrite.constants import const_array
 from compiler.rewrite.edit import erase_dead, node_names
-from compiler.runtime.kernels import KernelError, get_kernel
-from compiler.runtime.kernels.quantized_conversion import float_for_one_level
+from compiler.runtime.kernels import KernelError
+from compiler.runtime.kernels.quantized_conversion import float_for_one_level, quantize_v2_output_range
 
 _BIAS_ADDS = ("BiasAdd", "Add", "AddV2")
 _INT32 = np.iinfo(np.int32)
@@ -120,11 +120,11 @@ def _frozen_bound(value: Value) -> Optional[np.float32]:
     bounds = [const_array(v) for v in quantize.operands[1:3]]
     if any(b is None for b in bounds):
         return None
-    try:  # the widened output range depends on min and max only
-        results = get_kernel("QuantizeV2")(quantize.attrs, [np.zeros((0,), np.float32)] + [np.asarray(b) for b in bounds])
+    try:
+        output_range = quantize_v2_output_range(quantize.attrs, *(np.asarray(b) for b in bounds))
     except KernelError:
         return None
-    return np.float32(np.asarray(results[value.index]).reshape(-1)[0])
+    return np.float32(np.asarray(output_range[value.index - 1]).reshape(-1)[0])
 
 
 __all__ = ["AlignBiases"]

@@ -70,7 +70,8 @@ from compiler.ir.attrs import attr_text
 from compiler.ir.graph import Op, Value
 from compiler.runtime.kernels import KernelError, get_kernel
 from compiler.runtime.kernels.quantized_conversion import (
-    F32, float_for_one_level, flush_denormal, multiplication_range, quantized_limits, round_half_away, zero_point)
+    F32, float_for_one_level, flush_denormal, multiplication_range, quantize_v2_output_range, quantized_limits,
+    round_half_away, zero_point)
 
 # Ops evaluated at export time when all their operands are known (the weight path).
 _FOLDABLE = frozenset({"QuantizeV2", "Dequantize", "Reshape", "Min", "Max", "Identity"})
@@ -146,12 +147,11 @@ def _static_quantize_range(ctx: LoweringContext, op: Op, index: int) -> Optional
     bounds = [static_value(ctx, v) for v in op.operands[1:3]]
     if any(b is None for b in bounds):
         return None
-    empty = np.zeros((0,), np.float32)
     try:
-        results = get_kernel("QuantizeV2")(op.attrs, [empty] + [np.asarray(b) for b in bounds])
+        output_range = quantize_v2_output_range(op.attrs, *(np.asarray(b) for b in bounds))
     except KernelError:
         return None
-    return np.asarray(results[index], np.float32)
+    return np.asarray(output_range[index - 1], np.float32)
 
 
 def _static_product_range(ctx: LoweringContext, op: Op, index: int) -> Optional[np.ndarray]:

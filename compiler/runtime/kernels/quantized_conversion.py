@@ -492,6 +492,13 @@ def quantize_v2(attrs: Attrs, inputs: list[Array], onednn: bool | None = None) -
     return [out.reshape(np.shape(x)), out_min.reshape(mins.shape), out_max.reshape(maxs.shape)]
 
 
+def quantize_v2_output_range(attrs: Attrs, min_range: Array, max_range: Array) -> tuple[Array, Array]:
+    """The (min, max) outputs of QuantizeV2 for an input range: they depend on the range alone
+    (TF widens it to hold 0.0 and a minimum width), so they are known wherever min and max are."""
+    _, low, high = quantize_v2(attrs, [np.zeros((0,), F32), min_range, max_range])
+    return low, high
+
+
 # ---------------------------------------------------------------- Dequantize
 
 
