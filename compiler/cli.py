@@ -269,10 +269,11 @@ def verify_candidates(original: Graph, candidates: Sequence[Candidate], inputs: 
     layer (default: the original).
     """
     failed = []
-    for candidate, runtime in _runs(candidates, args):
+    eight_bit = {id(c): is_eight_bit(c) for c in candidates}  # an ONNX file is read once for this
+    for candidate, runtime in _runs(candidates, eight_bit, args):
         rtol, atol = tolerances(candidate, args)
         explicit = args.rtol is not None or args.atol is not None
-        min_cosine = args.min_cosine if not explicit and is_eight_bit(candidate) else None
+        min_cosine = args.min_cosine if not explicit and eight_bit[id(candidate)] else None
         verdict = cross_check(original, candidate, inputs, outputs, args.feeds, args.reference, args.seed, rtol, atol,
                               min_cosine, args.dataset, runtime)
         label = f"optimized graph ({runtime})" if isinstance(candidate, Graph) else f"{candidate} (onnxruntime)"
@@ -282,10 +283,10 @@ def verify_candidates(original: Graph, candidates: Sequence[Candidate], inputs: 
             report_layers(float_graph or original, candidate, inputs, args)
         if not verdict.ok:
             failed.append(label)
-    eight_bit_graph = next((c for c in candidates if isinstance(c, Graph) and is_eight_bit(c)),
+    eight_bit_graph = next((c for c in candidates if isinstance(c, Graph) and eight_bit[id(c)]),
                            original if is_eight_bit(original) else None)
     for candidate in candidates:
-        if eight_bit_graph is not None and not isinstance(candidate, Graph) and is_eight_bit(candidate):
+        if eight_bit_graph is not None and not isinstance(candidate, Graph) and eight_bit[id(candidate)]:
             if not report_equivalence(eight_bit_graph, candidate, inputs, outputs, args):
                 failed.append(f"{candidate} (eight-bit equivalence)")
     if failed:
@@ -320,11 +321,12 @@ def report_equivalence(graph: Graph, candidate: Candidate, inputs: list[str], ou
     return ok
 
 
-def _runs(candidates: Sequence[Candidate], args: argparse.Namespace) -> list[tuple[Candidate, str]]:
+def _runs(candidates: Sequence[Candidate], eight_bit: dict[int, bool], args: argparse.Namespace
+          ) -> list[tuple[Candidate, str]]:
     """Each candidate with what runs it; with --reference=tf an eight-bit graph also runs in TensorFlow."""
     runs = [(candidate, "interpreter") for candidate in candidates]
     if args.reference == "tf":
-        runs += [(c, "tf") for c in candidates if isinstance(c, Graph) and is_eight_bit(c)]
+        runs += [(c, "tf") for c in candidates if isinstance(c, Graph) and eight_bit[id(c)]]
     return runs
 
 
