@@ -19,7 +19,7 @@ from compiler.backends.onnx.fusion import zero_pad_source
 from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.ops_array import emit_pad, stored_pairs
 from compiler.backends.onnx.ops_image import emit_resize
-from compiler.backends.onnx.ops_quantized import dequantized_weight, quantized_filter
+from compiler.backends.onnx.ops_quantized import dequantized_weight, is_dequantized, quantized_filter
 from compiler.backends.onnx.registry import CHANNELS_FIRST, lowers
 from compiler.ir.attrs import attr_text
 from compiler.ir.graph import Op, Value
@@ -111,9 +111,7 @@ def _group(ctx: LoweringContext, op: Op, x: Value, fmt: DataFormat, filter_in: O
 def emit_conv(ctx: LoweringContext, op: Op, x: str, filter_index: int, depthwise: bool, fmt: DataFormat,
               pads: Optional[Pairs], group: int = 1) -> str:
     """The Conv node itself, with `x` already channels-first and padding settled."""
-    producer = ctx.builder.producer(x)
-    eight_bit = producer is not None and producer.op_type == "DequantizeLinear"
-    weight, kernel, channels = conv_filter(ctx, op, filter_index, depthwise, eight_bit)
+    weight, kernel, channels = conv_filter(ctx, op, filter_index, depthwise, is_dequantized(ctx, x))
     attrs = {"kernel_shape": kernel, "strides": fmt.spatial(op.attr("strides", (1, 1, 1, 1))),
              "dilations": fmt.spatial(op.attr("dilations", (1, 1, 1, 1))), "group": channels or group}
     attrs.update(_pad_attrs(pads))

@@ -428,6 +428,12 @@ def dequantized_weight(ctx: LoweringContext, codes: np.ndarray, lo: F32, hi: F32
     return ctx.node("DequantizeLinear", inputs, f"{ctx.prefix}{base}/dequantize")[0]
 
 
+def is_dequantized(ctx: LoweringContext, tensor: str) -> bool:
+    """Whether `tensor` is a DequantizeLinear output: the op reading it can run in eight bits."""
+    producer = ctx.builder.producer(tensor)
+    return producer is not None and producer.op_type == "DequantizeLinear"
+
+
 def quantized_filter(ctx: LoweringContext, value: Value) -> Optional[tuple[np.ndarray, F32, F32]]:
     """(quint8 codes, lo, hi) when `value` is a MIN_FIRST Dequantize of constant codes with a constant range."""
     op = value.op

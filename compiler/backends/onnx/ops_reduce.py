@@ -10,6 +10,7 @@ from compiler.backends.onnx import layout, opset
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.ops_quantized import is_dequantized
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
@@ -30,16 +31,11 @@ def _reduce(ctx: LoweringContext, op: Op) -> None:
         ctx.bind(op.results[0], found.tensor, found.perm)
         return
     stored = sorted(layout.physical_axis(a, found.perm, rank) for a in axes)
-    if op.type == "Mean" and rank == 4 and stored == [2, 3] and _is_dequantized(ctx, found.tensor):
+    if op.type == "Mean" and rank == 4 and stored == [2, 3] and is_dequantized(ctx, found.tensor):
         out = _global_average(ctx, op, found.tensor, keep)
     else:
         out = opset.reduce(ctx, op, REDUCTIONS[op.type], found.tensor, stored, keep)
     ctx.bind(op.results[0], out, found.perm if keep else layout.after_removing(found.perm, axes, rank))
-
-
-def _is_dequantized(ctx: LoweringContext, tensor: str) -> bool:
-    producer = ctx.builder.producer(tensor)
-    return producer is not None and producer.op_type == "DequantizeLinear"
 
 
 def _global_average(ctx: LoweringContext, op: Op, x: str, keep: bool) -> str:
