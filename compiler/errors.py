@@ -18,6 +18,10 @@ class PipelineError(InputError):
     """A malformed or invalid pass pipeline: unknown pass, parameter or value."""
 
 
+class PluginError(InputError):
+    """A pass plugin that cannot be loaded or whose pass misbehaves; names the plugin (exit code 2)."""
+
+
 class PassFailure(GttcError):
     """A pass could not transform the graph."""
 

@@ -119,6 +119,9 @@ class Pass:
     name: ClassVar[str] = ""
     params: ClassVar[Sequence[Param]] = ()
     requires: ClassVar[Sequence[str]] = ()
+    # Where a pass loaded from outside the package came from ("" for built-in passes);
+    # set by compiler.passes.plugins so errors and --list-passes can name the plugin.
+    origin: ClassVar[str] = ""
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -138,14 +141,35 @@ class Pass:
 PASS_REGISTRY: dict[str, type[Pass]] = {}
 
 
+class PassRegistrationError(ValueError):
+    """A pass class that cannot be registered: not a Pass, no name, a bad name, or a name already taken."""
+
+
 def register_pass(cls: type[Pass]) -> type[Pass]:
     """Class decorator: make the pass available by name to pipelines and the CLI."""
+    if not (isinstance(cls, type) and issubclass(cls, Pass)):
+        raise PassRegistrationError(f"{cls!r} is not a subclass of compiler.passes.Pass")
     if not cls.name:
-        raise ValueError(f"pass class {cls.__name__} has no name")
-    if cls.name in PASS_REGISTRY and PASS_REGISTRY[cls.name] is not cls:
-        raise ValueError(f"pass '{cls.name}' registered twice")
+        raise PassRegistrationError(f"pass class {cls.__name__} has no name")
+    if not cls.name.isidentifier():
+        raise PassRegistrationError(f"pass name '{cls.name}' is not an identifier (pipelines could not name it)")
+    existing = PASS_REGISTRY.get(cls.name)
+    if existing is not None and existing is not cls:
+        owner = existing.origin or f"built in, {existing.__module__}"
+        raise PassRegistrationError(f"pass '{cls.name}' is already registered ({owner})")
     PASS_REGISTRY[cls.name] = cls
     return cls
+
+
+@contextmanager
+def restored_registry() -> Iterator[None]:
+    """Whatever registers passes inside the `with` block is forgotten when it ends."""
+    saved = dict(PASS_REGISTRY)
+    try:
+        yield
+    finally:
+        PASS_REGISTRY.clear()
+        PASS_REGISTRY.update(saved)
 
 
 @contextmanager
@@ -154,11 +178,7 @@ def temporarily_registered(*classes: type[Pass]) -> Iterator[None]:
 
     For tests and experiments that need a pass the package does not ship.
     """
-    saved = dict(PASS_REGISTRY)
-    try:
+    with restored_registry():
         for cls in classes:
             register_pass(cls)
         yield
-    finally:
-        PASS_REGISTRY.clear()
-        PASS_REGISTRY.update(saved)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Sequence, TextIO
 
-from compiler.errors import PipelineError, VerificationError
+from compiler.errors import PipelineError, PluginError, VerificationError
 from compiler.ir.graph import Graph
 from compiler.ir.printer import print_graph
 from compiler.ir.verifier import verify
@@ -72,6 +72,9 @@ class VerifierInstrument(Instrument):
         try:
             verify(graph)
         except VerificationError as err:
+            origin = step.pass_cls.origin
+            if origin:  # the plugin's bug, not gttc's: a user error naming the plugin
+                raise PluginError(f"pass {step.position} '{step.label}' ({origin}) left invalid IR: {err}") from None
             raise VerificationError(f"pass {step.position} '{step.label}' left invalid IR: {err}") from None
 
 

@@ -20,13 +20,14 @@ import difflib
 from dataclasses import dataclass
 from typing import Optional, Sequence, TextIO
 
-from compiler.errors import GttcError, PassFailure, PipelineError
+from compiler.errors import GttcError, PassFailure, PipelineError, PluginError
 from compiler.ir.graph import Graph
 from compiler.passes.base import PASS_REGISTRY, Pass, PassContext, PassResult
 from compiler.passes.instruments import (
     Instrument, PassOutcome, PipelineReport, ReportInstrument, VerifierInstrument, default_instruments,
 )
 from compiler.passes.pipeline import PassSpec, parse_pipeline
+from compiler.passes.plugins import describe_plugin_error, load_installed_plugins
 
 
 @dataclass
@@ -145,6 +146,7 @@ class PassManager:
     def __init__(self, specs: Sequence[PassSpec], inputs: Sequence[str] = (), outputs: Sequence[str] = (),
                  auto_prereqs: bool = False, instruments: Optional[Sequence[Instrument]] = None,
                  notes: Sequence[str] = ()) -> None:
+        load_installed_plugins()
         self.steps, insertions = plan_pipeline(specs, inputs, outputs, auto_prereqs)
         self.notes = [*notes, *insertions]
         self.instruments = [VerifierInstrument()] if instruments is None else list(instruments)
@@ -197,8 +199,13 @@ def describe_error(err: Exception) -> str:
     return f"{type(err).__name__}: {message}" if message else type(err).__name__
 
 
-def pass_failure(step: PipelineStep, err: Exception) -> PassFailure:
-    """A PassFailure naming the pass; a bad-input error keeps its exit code (2)."""
+def pass_failure(step: PipelineStep, err: Exception) -> GttcError:
+    """A PassFailure naming the pass (a PluginError naming the plugin too, for a loaded pass);
+    a bad-input error keeps its exit code (2)."""
+    origin = step.pass_cls.origin
+    if origin:
+        detail = str(err) if isinstance(err, GttcError) else describe_plugin_error(err)
+        return PluginError(f"pass {step.position} '{step.label}' ({origin}) failed: {detail}")
     failure = PassFailure(f"pass {step.position} '{step.label}' failed: {describe_error(err)}")
     if isinstance(err, GttcError):
         failure.exit_code = err.exit_code
