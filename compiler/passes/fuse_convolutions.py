@@ -27,8 +27,8 @@ from compiler.ir.graph import Graph, Op
 from compiler.ir.tensor import Tensor
 from compiler.passes.base import Pass, PassContext, PassResult, register_pass
 from compiler.rewrite.constants import const_array
-from compiler.rewrite.edit import erase_dead, inherit_control_deps, node_names, take_over
-from compiler.rewrite.pattern import Match, any_value, op, used_outside
+from compiler.rewrite.pattern import Match, used_outside
+from compiler.rewrite.pattern_text import parse_pattern
 from compiler.rewrite.rules import RewriteRule, Skip, apply_rules
 
 _FUSABLE_T = frozenset({DType.FLOAT, DType.HALF, DType.DOUBLE})
@@ -88,46 +88,48 @@ def _pad_only_problem(m: Match) -> Optional[str]:
     return _conv_problem(m.op("conv")) or _pad_problem(m.op("pad")) or _shared(m)
 
 
-class _Rewrites:
-    """The three replacements; they know the graph's inputs/outputs so clean-up keeps those."""
+def fuse_resize_pad(graph: Graph, m: Match) -> Op:
+    conv, pad, resize = m.op("conv"), m.op("pad"), m.op("resize")
+    attrs = _conv_attrs(conv)
+    attrs.update(resize_align_corners=bool(resize.attr("align_corners", False)), mode=pad.attrs["mode"])
+    operands = [resize.operands[0], resize.operands[1], pad.operands[1], conv.operands[1]]
+    return _fused(graph, conv, "FusedResizeAndPadConv2D", operands, attrs)
 
-    def __init__(self, protected: set[str]) -> None:
-        self.protected = protected
 
-    def fuse_resize_pad(self, graph: Graph, m: Match) -> None:
-        conv, pad, resize = m.op("conv"), m.op("pad"), m.op("resize")
-        attrs = self._conv_attrs(conv)
-        attrs.update(resize_align_corners=bool(resize.attr("align_corners", False)), mode=pad.attrs["mode"])
-        operands = [resize.operands[0], resize.operands[1], pad.operands[1], conv.operands[1]]
-        self._replace(graph, conv, "FusedResizeAndPadConv2D", operands, attrs, [pad, resize])
+def fuse_resize(graph: Graph, m: Match) -> Op:
+    conv, resize = m.op("conv"), m.op("resize")
+    zeros = Tensor.from_numpy(np.zeros((4, 2), np.int32), DType.INT32)
+    dummy = graph.create_op("Const", graph.unique_name(conv.name + "_dummy_paddings"),
+                            attrs={"dtype": DType.INT32, "value": zeros}, device=conv.device, before=conv)
+    attrs = _conv_attrs(conv)
+    attrs.update(resize_align_corners=bool(resize.attr("align_corners", False)), mode="REFLECT")
+    operands = [resize.operands[0], resize.operands[1], dummy.results[0], conv.operands[1]]
+    return _fused(graph, conv, "FusedResizeAndPadConv2D", operands, attrs)
 
-    def fuse_resize(self, graph: Graph, m: Match) -> None:
-        conv, resize = m.op("conv"), m.op("resize")
-        zeros = Tensor.from_numpy(np.zeros((4, 2), np.int32), DType.INT32)
-        dummy = graph.create_op("Const", graph.unique_name(conv.name + "_dummy_paddings"),
-                                attrs={"dtype": DType.INT32, "value": zeros}, device=conv.device, before=conv)
-        attrs = self._conv_attrs(conv)
-        attrs.update(resize_align_corners=bool(resize.attr("align_corners", False)), mode="REFLECT")
-        operands = [resize.operands[0], resize.operands[1], dummy.results[0], conv.operands[1]]
-        self._replace(graph, conv, "FusedResizeAndPadConv2D", operands, attrs, [resize])
 
-    def fuse_pad(self, graph: Graph, m: Match) -> None:
-        conv, pad = m.op("conv"), m.op("pad")
-        attrs = self._conv_attrs(conv)
-        attrs["mode"] = pad.attrs["mode"]
-        operands = [pad.operands[0], pad.operands[1], conv.operands[1]]
-        self._replace(graph, conv, "FusedPadConv2D", operands, attrs, [pad])
+def fuse_pad(graph: Graph, m: Match) -> Op:
+    conv, pad = m.op("conv"), m.op("pad")
+    attrs = _conv_attrs(conv)
+    attrs["mode"] = pad.attrs["mode"]
+    return _fused(graph, conv, "FusedPadConv2D", [pad.operands[0], pad.operands[1], conv.operands[1]], attrs)
 
-    @staticmethod
-    def _conv_attrs(conv: Op) -> dict:
-        return {"T": conv.attrs["T"], "padding": conv.attrs["padding"], "strides": conv.attrs["strides"]}
 
-    def _replace(self, graph: Graph, conv: Op, kind: str, operands: list, attrs: dict, absorbed: list[Op]) -> None:
-        fused = graph.create_op(kind, graph.unique_name(conv.name + "/fused"), operands, attrs=attrs,
-                                device=conv.device, before=conv)
-        inherit_control_deps(fused, [conv] + absorbed)
-        take_over(graph, conv, fused.results[0])
-        erase_dead(graph, absorbed, self.protected)
+def _conv_attrs(conv: Op) -> dict:
+    return {"T": conv.attrs["T"], "padding": conv.attrs["padding"], "strides": conv.attrs["strides"]}
+
+
+def _fused(graph: Graph, conv: Op, kind: str, operands: list, attrs: dict) -> Op:
+    """The fused op, placed before the conv; the rule driver gives it the conv's name and readers."""
+    return graph.create_op(kind, graph.unique_name(conv.name + "/fused"), operands, attrs=attrs,
+                           device=conv.device, before=conv)
+
+
+RULES = (
+    RewriteRule("resize+pad", parse_pattern("conv=Conv2D(pad=MirrorPad(resize=ResizeBilinear, *), *)"),
+                fuse_resize_pad, _resize_pad_problem),
+    RewriteRule("resize", parse_pattern("conv=Conv2D(resize=ResizeBilinear, *)"), fuse_resize, _resize_only_problem),
+    RewriteRule("pad", parse_pattern("conv=Conv2D(pad=MirrorPad(*, *), *)"), fuse_pad, _pad_only_problem),
+)
 
 
 @register_pass
@@ -137,16 +139,7 @@ class FuseConvolutions(Pass):
     name = "fuse_convolutions"
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        rewrites = _Rewrites(node_names(ctx.inputs) | node_names(ctx.outputs))
-        resize = op("ResizeBilinear", name="resize")
-        stats = apply_rules(graph, [
-            RewriteRule("resize+pad", op("Conv2D", op("MirrorPad", resize, any_value(), name="pad"), any_value(),
-                                          name="conv"), rewrites.fuse_resize_pad, _resize_pad_problem),
-            RewriteRule("resize", op("Conv2D", resize, any_value(), name="conv"), rewrites.fuse_resize,
-                        _resize_only_problem),
-            RewriteRule("pad", op("Conv2D", op("MirrorPad", any_value(), any_value(), name="pad"), any_value(),
-                                   name="conv"), rewrites.fuse_pad, _pad_only_problem),
-        ])
+        stats = apply_rules(graph, RULES, protected=[*ctx.inputs, *ctx.outputs])
         result = PassResult(sites=stats.total, changed=stats.total > 0)
         result.note("fused " + ", ".join(f"{n} {rule}" for rule, n in stats.applied.items()))
         result.notes.extend(f"skipped {reason}" for reason in _final_skips(graph, stats.skipped))
