@@ -404,6 +404,44 @@ def build_keras_small_cnn() -> Fixture:
     )
 
 
+def build_keras_padded_convs() -> Fixture:
+    import keras
+    from keras import layers
+
+    def make():
+        inp = keras.Input((48, 48, 3), name="input")
+        x = layers.ZeroPadding2D(3, name="stem_pad")(inp)
+        x = layers.Conv2D(16, 7, strides=2, use_bias=False, name="stem_conv")(x)
+        x = layers.BatchNormalization(name="stem_bn")(x)
+        x = layers.ReLU(name="stem_relu")(x)
+        x = layers.ZeroPadding2D(1, name="pool_pad")(x)
+        x = layers.MaxPooling2D(3, strides=2, name="pool")(x)
+        y = layers.ZeroPadding2D(((0, 1), (0, 1)), name="down_pad")(x)
+        y = layers.Conv2D(24, 3, strides=2, name="down_conv")(y)
+        y = layers.ReLU(name="down_relu")(y)
+        z = layers.ZeroPadding2D(1, name="dw_pad")(x)
+        z = layers.DepthwiseConv2D(3, strides=2, use_bias=False, name="dw_conv")(z)
+        z = layers.BatchNormalization(name="dw_bn")(z)
+        z = layers.ReLU(6.0, name="dw_relu6")(z)
+        z = layers.Conv2D(24, 1, use_bias=False, name="dw_project")(z)
+        x = layers.Add(name="merge")([y, z])
+        x = layers.GlobalAveragePooling2D(name="gap")(x)
+        out = layers.Dense(10, activation="softmax", name="fc")(x)
+        return keras.Model(inp, out, name="padded_convs")
+
+    return _keras_fixture(
+        make,
+        (48, 48, 3),
+        seed=1003,
+        notes=(
+            "ZeroPadding2D in front of convolutions, as ResNet's stem and MobileNet's stride-2 blocks have it: "
+            "Pad->Conv2D(7x7/2)+BN+ReLU, Pad->MaxPool, Pad->Conv2D(3x3/2, bias)+ReLU, "
+            "Pad->DepthwiseConv2D(3x3/2)+BN+ReLU6->1x1 Conv2D, Add, GlobalAveragePooling2D, Dense softmax. "
+            "For the fold_pad_into_conv example plugin (examples/fold_pad_into_conv)."
+        ),
+    )
+
+
 def build_tf1_fused_bn() -> Fixture:
     tf = _tf()
     seed = 1003
@@ -925,6 +963,7 @@ def _big_keras(app_name, shape, seed, input_range=(-1.0, 1.0), **kwargs):
 SMALL_FIXTURES = [
     "keras_mobilenet_v2_small",
     "keras_small_cnn",
+    "keras_padded_convs",
     "tf1_fused_bn",
     "tf1_old_batch_norm",
     "tf1_control_flow",
@@ -946,6 +985,7 @@ BIG_FIXTURES = [
 BUILDERS: Dict[str, Callable[[], Fixture]] = {
     "keras_mobilenet_v2_small": build_keras_mobilenet_v2_small,
     "keras_small_cnn": build_keras_small_cnn,
+    "keras_padded_convs": build_keras_padded_convs,
     "tf1_fused_bn": build_tf1_fused_bn,
     "tf1_old_batch_norm": build_tf1_old_batch_norm,
     "tf1_control_flow": build_tf1_control_flow,
