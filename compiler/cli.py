@@ -2,8 +2,9 @@
 
     gttc IN -o OUT [--inputs=a,b] [--outputs=c] [-O2] [--target=T] [--transforms='...']
     gttc --in_graph=IN --out_graph=OUT ...          (GTT's spellings)
-    gttc --list-passes
+    gttc --list-passes [--load-passes=PATH_OR_MODULE]
     gttc opt FILE [--passes='...'] [-o OUT]          (textual IR in, textual IR out)
+    gttc lit FILES_OR_DIRS [--load-passes=...]      (run lit-style pass tests)
     gttc summarize IN                               (TF's summarize_graph)
     gttc verify ORIGINAL CANDIDATE                  (run both, compare outputs)
     gttc calibrate MODEL --calibration DATA -o LOG  (eight-bit ranges on real inputs, GTT's log format)
@@ -38,6 +39,7 @@ from compiler.passes.levels import (CALIBRATED_EXTRAS, CALIBRATION_PASS, availab
                                     levels_including, targets_including)
 from compiler.passes.manager import PassManager
 from compiler.passes.pipeline import quote_value
+from compiler.passes.plugins import ENTRY_POINT_GROUP, load_all
 
 PROG = "gttc"
 
@@ -122,6 +124,13 @@ def add_pipeline_arguments(parser: ArgumentParser,
     parser.add_argument("--no-verify-each", dest="verify_each", action="store_false",
                         help="do not run the IR verifier after every pass (it runs by default)")
     parser.add_argument("-q", "--quiet", action="store_true", help="do not print the per-pass report to stderr")
+    add_load_passes_argument(parser)
+
+
+def add_load_passes_argument(parser: ArgumentParser) -> None:
+    parser.add_argument("--load-passes", dest="load_passes", action="append", default=[], metavar="PATH_OR_MODULE",
+                        help="load passes from a Python file or an importable module (repeatable); installed "
+                             f"packages with a '{ENTRY_POINT_GROUP}' entry point load without this flag")
 
 
 def _level_number(text: str) -> int:
@@ -193,6 +202,7 @@ def cmd_compile(argv: Sequence[str]) -> int:
 
     parser = build_compile_parser()
     args = parser.parse_args(argv)
+    load_all(args.load_passes)
     if args.list_passes:
         sys.stdout.write(format_pass_list())
         return 0
@@ -488,6 +498,7 @@ def cmd_opt(argv: Sequence[str]) -> int:
     from compiler.modelio import check_output_path, load_model, save_model
 
     args = build_opt_parser().parse_args(argv)
+    load_all(args.load_passes)
     if args.output:
         check_output_path(args.output, [args.input])
     manager = pass_manager_from_args(args)
@@ -501,6 +512,29 @@ def cmd_opt(argv: Sequence[str]) -> int:
     else:
         sys.stdout.write(print_graph(report.graph))
     return 0
+
+
+# -- gttc lit FILES_OR_DIRS --------------------------------------------------------
+
+
+def build_lit_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog=f"{PROG} lit",
+        description="Run lit-style pass tests: .ir files with '// RUN:' pipelines and FileCheck '// CHECK:' lines "
+                    "(docs/WRITING_PASSES.md).",
+    )
+    parser.add_argument("paths", nargs="+", metavar="FILE_OR_DIR", help="lit files, or folders searched for them")
+    parser.add_argument("-v", "--verbose", action="store_true", help="also list the files that pass")
+    add_load_passes_argument(parser)
+    return parser
+
+
+def cmd_lit(argv: Sequence[str]) -> int:
+    from compiler.testing.lit import run_lit_files
+
+    args = build_lit_parser().parse_args(argv)
+    load_all(args.load_passes)
+    return run_lit_files(args.paths, sys.stdout, verbose=args.verbose)
 
 
 # -- gttc summarize IN ------------------------------------------------------------
@@ -561,6 +595,8 @@ def describe_pass(pass_cls: type[Pass]) -> list[str]:
     for i, param in enumerate(params):
         lines.append(("      params:   " if i == 0 else "                ") + describe_param(param))
     lines.append(f"      requires: {', '.join(pass_cls.requires) or 'nothing'}")
+    if pass_cls.origin:
+        lines.append(f"      from:     {pass_cls.origin}")
     levels = [level.flag for level in levels_including(pass_cls.name)]
     targets = [target.name for target in targets_including(pass_cls.name)]
     used = levels + [f"--target={name}" for name in targets]
@@ -592,6 +628,7 @@ def format_default(value: object) -> str:
 # name -> handler(argv) for `gttc NAME ...`; the default command is compile.
 SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "calibrate": cmd_calibrate,
+    "lit": cmd_lit,
     "opt": cmd_opt,
     "summarize": cmd_summarize,
     "verify": cmd_verify,

@@ -19,6 +19,22 @@ BIG_MODELS = ["keras_mobilenet_v2", "keras_resnet50", "keras_inception_v3",
 
 sys.path.insert(0, str(ROOT))
 
+# pytester runs pytest inside a test (tests/testing/test_lit_runner.py checks the lit plugin that way).
+pytest_plugins = ("pytester",)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run lit files even where gttc's `pytest11` entry point is not installed (a checkout without `pip install -e`).
+
+    Registered this late, the plugin's `--gttc-load-passes` flag is not parsed (its ini option still works);
+    the project's own lit files need no plugin passes.
+    """
+    from compiler.testing import pytest_plugin
+
+    manager = config.pluginmanager
+    if not manager.has_plugin("gttc") and not manager.is_registered(pytest_plugin):
+        manager.register(pytest_plugin, "gttc")
+
 
 @dataclass
 class Model:

@@ -1,38 +1,23 @@
-"""Text tests for passes: every tests/passes/lit/*.ir file is one test case.
+"""The project's lit-style pass tests: tests/passes/lit/*.ir, one case per file.
 
-A file holds the pipeline and its I/O names in `//` header lines, the input
-graph in textual IR, and FileCheck directives for the output:
-
-    // RUN: remove_nodes(op=Identity)
-    // INPUTS: a,b              (optional)
-    // OUTPUTS: out             (optional)
-    // ERROR: <substring>       (optional: the pipeline must fail with this)
-    // REPORT: <substring>      (optional, repeatable: in the pass report)
-    graph { ... }
-    // CHECK: ...
-
-The runner parses the graph, runs the pipeline through the pass manager
-(verifying the IR after every pass), prints the result, applies the CHECK
-lines and checks that the printed IR parses back to the same text.
+The files are run by gttc's own pytest plugin (compiler.testing.pytest_plugin,
+the public runner in compiler.testing.lit), which collects every `.ir` file with
+a `// RUN:` line as a test; see compiler/testing/lit.py for the file format.
+This module guards that they keep running, that every covered pass has a file,
+and that the FileCheck matcher they rely on can fail.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from compiler.errors import GttcError
-from compiler.ir.parser import parse_graph
-from compiler.ir.printer import print_graph
-from compiler.ir.verifier import verify
-from compiler.passes import run_pipeline
 from compiler.passes.pipeline import parse_pipeline
-from compiler.testing import FileCheckError, filecheck, parse_directives
+from compiler.testing import FileCheckError, filecheck
+from compiler.testing.lit import LitCase, is_lit_file
 
 LIT_DIR = Path(__file__).resolve().parent / "lit"
 LIT_FILES = sorted(LIT_DIR.glob("*.ir"))
-HEADER_KEYS = ("RUN", "INPUTS", "OUTPUTS", "ERROR", "REPORT")
 # The passes whose behaviour these files pin down; each needs at least one file.
 COVERED_PASSES = (
     "strip_unused_nodes", "remove_nodes", "remove_device", "set_device", "rename_op", "rename_attribute",
@@ -42,72 +27,14 @@ COVERED_PASSES = (
 )
 
 
-@dataclass
-class LitCase:
-    """One parsed test file."""
-
-    path: Path
-    pipeline: str
-    graph_text: str
-    inputs: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
-    error: str = ""
-    reports: list[str] = field(default_factory=list)
-
-    @staticmethod
-    def load(path: Path) -> "LitCase":
-        text = path.read_text(encoding="utf-8")
-        header: dict[str, list[str]] = {key: [] for key in HEADER_KEYS}
-        graph_lines = []
-        for line in text.splitlines():
-            stripped = line.strip()
-            key, value = _header_entry(stripped)
-            if key is not None:
-                header[key].append(value)
-            # Directive lines become blank, so IR parse errors keep the file's line numbers.
-            graph_lines.append("" if stripped.startswith("//") else line)
-        if not header["RUN"]:
-            raise ValueError(f"{path.name}: no '// RUN:' line")
-        return LitCase(path, " ".join(header["RUN"]), "\n".join(graph_lines) + "\n",
-                       _names(header["INPUTS"]), _names(header["OUTPUTS"]),
-                       " ".join(header["ERROR"]), header["REPORT"])
+def test_the_lit_plugin_is_active(pytestconfig: pytest.Config) -> None:
+    # Without it the .ir files would silently stop being tests.
+    assert pytestconfig.pluginmanager.has_plugin("gttc"), "the gttc pytest plugin is not registered"
 
 
-def _header_entry(line: str) -> tuple[str | None, str]:
-    for key in HEADER_KEYS:
-        prefix = f"// {key}:"
-        if line.startswith(prefix):
-            return key, line[len(prefix):].strip()
-    return None, ""
-
-
-def _names(values: list[str]) -> list[str]:
-    return [name.strip() for value in values for name in value.split(",") if name.strip()]
-
-
-def run_case(case: LitCase) -> None:
-    graph = parse_graph(case.graph_text, str(case.path))
-    directives = parse_directives(case.path.read_text(encoding="utf-8"))
-    if case.error:
-        with pytest.raises(GttcError) as failure:
-            run_pipeline(graph, case.pipeline, case.inputs, case.outputs)
-        assert case.error in str(failure.value), f"expected error containing {case.error!r}, got: {failure.value}"
-        return
-    assert directives or case.reports, f"{case.path.name}: no CHECK or REPORT lines, so nothing is tested"
-    report = run_pipeline(graph, case.pipeline, case.inputs, case.outputs, verify_each=True)
-    verify(report.graph)
-    printed = print_graph(report.graph)
-    table = report.format()
-    for expected in case.reports:
-        assert expected in table, f"report lacks {expected!r}:\n{table}"
-    if directives:
-        filecheck(printed, directives)
-    assert print_graph(parse_graph(printed, "<printed>")) == printed, "printed IR does not parse back to itself"
-
-
-@pytest.mark.parametrize("path", LIT_FILES, ids=[p.stem for p in LIT_FILES])
-def test_lit(path: Path) -> None:
-    run_case(LitCase.load(path))
+def test_every_lit_file_is_collected_as_a_test() -> None:
+    not_lit = [path.name for path in LIT_FILES if not is_lit_file(path)]
+    assert LIT_FILES and not not_lit, f"files the plugin would skip (no '// RUN:' line): {not_lit}"
 
 
 def test_every_covered_pass_has_a_lit_file() -> None:
@@ -116,7 +43,7 @@ def test_every_covered_pass_has_a_lit_file() -> None:
     assert not missing, f"passes without a lit test: {missing}"
 
 
-# -- the matcher itself: a FileCheck that never fails would make every case above vacuous --
+# -- the matcher itself: a FileCheck that never fails would make every lit file vacuous --
 
 SAMPLE = """graph {
   %x = Placeholder() {dtype = f32} : f32[2]
@@ -159,12 +86,3 @@ def test_filecheck_not_only_covers_the_gap_before_the_next_match() -> None:
     with pytest.raises(FileCheckError, match="excluded text"):
         filecheck(SAMPLE, "// CHECK: %x\n// CHECK-NOT: Abs")
 
-
-def test_lit_header_is_parsed(tmp_path: Path) -> None:
-    path = tmp_path / "case.ir"
-    path.write_text("// RUN: remove_nodes(op=Identity)\n// RUN: sort_by_execution_order\n// INPUTS: a, b:0\n"
-                    "// OUTPUTS: out\n// REPORT: 1 site\n// REPORT: removed\ngraph {\n}\n// CHECK: graph\n")
-    case = LitCase.load(path)
-    assert case.pipeline == "remove_nodes(op=Identity) sort_by_execution_order"
-    assert (case.inputs, case.outputs, case.reports) == (["a", "b:0"], ["out"], ["1 site", "removed"])
-    assert case.graph_text.splitlines()[6] == "graph {"
