@@ -28,7 +28,6 @@ from compiler.passes.quantize_weights import new_const
 from compiler.passes.symmetric_weights import FLOAT_PRODUCTS, QUANTIZED_PRODUCTS, weight_values
 from compiler.rewrite.constants import const_array
 from compiler.rewrite.edit import erase_dead, node_names
-from compiler.runtime.kernels import KernelError
 from compiler.runtime.kernels.quantized_conversion import float_for_one_level, quantize_v2_output_range
 
 _BIAS_ADDS = ("BiasAdd", "Add", "AddV2")
@@ -117,12 +116,8 @@ def _frozen_bound(value: Value) -> Optional[np.float32]:
     quantize = value.op
     if quantize.type != "QuantizeV2" or value.index not in (1, 2):
         return None
-    bounds = [const_array(v) for v in quantize.operands[1:3]]
-    if any(b is None for b in bounds):
-        return None
-    try:
-        output_range = quantize_v2_output_range(quantize.attrs, *(np.asarray(b) for b in bounds))
-    except KernelError:
+    output_range = quantize_v2_output_range(quantize.attrs, [const_array(v) for v in quantize.operands[1:3]])
+    if output_range is None:
         return None
     return np.float32(np.asarray(output_range[value.index - 1]).reshape(-1)[0])
 

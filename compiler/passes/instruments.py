@@ -72,10 +72,9 @@ class VerifierInstrument(Instrument):
         try:
             verify(graph)
         except VerificationError as err:
-            origin = step.pass_cls.origin
-            if origin:  # the plugin's bug, not gttc's: a user error naming the plugin
-                raise PluginError(f"pass {step.position} '{step.label}' ({origin}) left invalid IR: {err}") from None
-            raise VerificationError(f"pass {step.position} '{step.label}' left invalid IR: {err}") from None
+            # A loaded pass's broken IR is the plugin's bug, not gttc's: a user error naming the plugin.
+            kind = PluginError if step.pass_cls.origin else VerificationError
+            raise kind(f"{step.title} left invalid IR: {err}") from None
 
 
 ALL_PASSES = "all"

@@ -49,6 +49,12 @@ class PipelineStep:
     def label(self) -> str:
         return str(self.spec)
 
+    @property
+    def title(self) -> str:
+        """How errors name the step: `pass 3 'name(params)'`, plus the plugin a loaded pass came from."""
+        origin = self.pass_cls.origin
+        return f"pass {self.position} '{self.label}'" + (f" ({origin})" if origin else "")
+
 
 # -- validation -------------------------------------------------------------------
 
@@ -202,11 +208,10 @@ def describe_error(err: Exception) -> str:
 def pass_failure(step: PipelineStep, err: Exception) -> GttcError:
     """A PassFailure naming the pass (a PluginError naming the plugin too, for a loaded pass);
     a bad-input error keeps its exit code (2)."""
-    origin = step.pass_cls.origin
-    if origin:
+    if step.pass_cls.origin:
         detail = str(err) if isinstance(err, GttcError) else describe_plugin_error(err)
-        return PluginError(f"pass {step.position} '{step.label}' ({origin}) failed: {detail}")
-    failure = PassFailure(f"pass {step.position} '{step.label}' failed: {describe_error(err)}")
+        return PluginError(f"{step.title} failed: {detail}")
+    failure = PassFailure(f"{step.title} failed: {describe_error(err)}")
     if isinstance(err, GttcError):
         failure.exit_code = err.exit_code
     return failure

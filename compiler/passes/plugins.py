@@ -68,11 +68,6 @@ def load_installed_plugins() -> list[str]:
     return names
 
 
-def plugin_passes() -> list[type[Pass]]:
-    """The registered passes that came from plugins, by name."""
-    return [PASS_REGISTRY[name] for name in sorted(PASS_REGISTRY) if PASS_REGISTRY[name].origin]
-
-
 def _load(key: str, origin: str, importer: Callable[[], object]) -> list[str]:
     cached = _LOADED.get(key)
     if cached is not None and all(getattr(PASS_REGISTRY.get(n), "origin", None) == origin for n in cached):
@@ -119,7 +114,7 @@ def _register_target(target: object) -> None:
     if isinstance(target, type) and issubclass(target, Pass):
         register_pass(target)
         return
-    raise PluginError(f"entry point target {target!r} is neither a module nor a Pass subclass")
+    raise TypeError(f"the target {target!r} is neither a module nor a Pass subclass")
 
 
 def describe_plugin_error(err: BaseException) -> str:
@@ -150,4 +145,4 @@ def load_all(specs: Iterable[str]) -> list[str]:
     return names
 
 
-__all__ = ["ENTRY_POINT_GROUP", "describe_plugin_error", "load_all", "load_installed_plugins", "load_passes", "plugin_passes"]
+__all__ = ["ENTRY_POINT_GROUP", "describe_plugin_error", "load_all", "load_installed_plugins", "load_passes"]

@@ -174,18 +174,22 @@ def test_an_entry_point_loads_with_no_flag(tmp_path):
     assert "from:     entry point 'count_ops = count_pkg' of count-pkg" in listing
 
 
-def test_a_broken_entry_point_is_one_line(tmp_path):
+@pytest.mark.parametrize("target, message", [
+    ("broken_pkg_missing", "ModuleNotFoundError: No module named 'broken_pkg_missing'"),
+    ("json:dumps", "TypeError: the target <function dumps"),  # neither a module nor a Pass subclass
+])
+def test_a_broken_entry_point_is_one_line(tmp_path, target, message):
     info = tmp_path / "broken_pkg-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-pkg\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[gttc.passes]\nbroken = broken_pkg_missing\n")
+    (info / "entry_points.txt").write_text(f"[gttc.passes]\nbroken = {target}\n")
     proc = subprocess.run(
         [sys.executable, "-c", "import sys; from compiler.cli import main; sys.exit(main(sys.argv[1:]))",
          str(MODEL), "-o", str(tmp_path / "o.pb"), "-O1"],
         capture_output=True, text=True, cwd=ROOT, env=_env(str(tmp_path)))
-    assert proc.returncode == 2
-    assert proc.stderr == ("gttc: error: entry point 'broken = broken_pkg_missing' of broken-pkg: "
-                           "ModuleNotFoundError: No module named 'broken_pkg_missing'\n")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(f"gttc: error: entry point 'broken = {target}' of broken-pkg: {message}")
+    assert not (tmp_path / "o.pb").exists()
 
 
 def _env(extra_path: str) -> dict[str, str]:
