@@ -144,14 +144,8 @@ def _evaluate(ctx: LoweringContext, value: Value) -> Optional[np.ndarray]:
 
 def _static_quantize_range(ctx: LoweringContext, op: Op, index: int) -> Optional[np.ndarray]:
     """QuantizeV2 MIN_FIRST's output range depends on min/max only: run the kernel on no data."""
-    bounds = [static_value(ctx, v) for v in op.operands[1:3]]
-    if any(b is None for b in bounds):
-        return None
-    try:
-        output_range = quantize_v2_output_range(op.attrs, *(np.asarray(b) for b in bounds))
-    except KernelError:
-        return None
-    return np.asarray(output_range[index - 1], np.float32)
+    output_range = quantize_v2_output_range(op.attrs, [static_value(ctx, v) for v in op.operands[1:3]])
+    return None if output_range is None else np.asarray(output_range[index - 1], np.float32)
 
 
 def _static_product_range(ctx: LoweringContext, op: Op, index: int) -> Optional[np.ndarray]:

@@ -31,9 +31,10 @@ are float32.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
+from typing import Optional
 
 import numpy as np
 
@@ -492,10 +493,18 @@ def quantize_v2(attrs: Attrs, inputs: list[Array], onednn: bool | None = None) -
     return [out.reshape(np.shape(x)), out_min.reshape(mins.shape), out_max.reshape(maxs.shape)]
 
 
-def quantize_v2_output_range(attrs: Attrs, min_range: Array, max_range: Array) -> tuple[Array, Array]:
-    """The (min, max) outputs of QuantizeV2 for an input range: they depend on the range alone
-    (TF widens it to hold 0.0 and a minimum width), so they are known wherever min and max are."""
-    _, low, high = quantize_v2(attrs, [np.zeros((0,), F32), min_range, max_range])
+def quantize_v2_output_range(attrs: Attrs, bounds: Sequence[Optional[Array]]) -> Optional[tuple[Array, Array]]:
+    """The (min, max) outputs of QuantizeV2 for an input range (min, max): they depend on the range alone
+    (TF widens it to hold 0.0 and a minimum width), so they are known wherever min and max are.
+
+    None when a bound is unknown (None) or TF's kernel would refuse the range.
+    """
+    if len(bounds) != 2 or any(b is None for b in bounds):
+        return None
+    try:
+        _, low, high = quantize_v2(attrs, [np.zeros((0,), F32), *(np.asarray(b) for b in bounds)])
+    except KernelError:
+        return None
     return low, high
 
 
