@@ -32,6 +32,8 @@ from compiler.api import build_pass_manager, check_node_names
 from compiler.crosscheck import REFERENCES, Candidate, cross_check, feed_list, is_eight_bit, is_onnx_path
 from compiler.errors import GttcError, InputError, ToleranceExceeded
 from compiler.ir.graph import Graph
+from compiler.limits import (DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES, LOOP_ENV, TENSOR_ENV, format_size,
+                            parse_count, parse_size, resource_limits, set_limits)
 from compiler.modelio import ONNX_QUANT_FORMATS
 from compiler.passes.base import PASS_REGISTRY, Param, Pass
 from compiler.passes.instruments import FloatSnapshotInstrument, PipelineReport
@@ -92,9 +94,38 @@ def add_verify_arguments(parser: ArgumentParser) -> None:
                         help="for an eight-bit graph: also print each quantized op's SQNR against the float layer")
     parser.add_argument("--plot", metavar="IMAGE",
                         help="with --layers: draw the per-layer SQNR to IMAGE (.png, .svg or .pdf; needs gttc[plot])")
+    add_limit_arguments(parser)
     parser.add_argument("--min-cosine", type=float, default=0.999,
                         help="an eight-bit candidate passes when each float output's cosine to the original is at "
                              "least this (default 0.999); --rtol/--atol apply the element-wise test instead")
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except InputError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _count(text: str) -> int:
+    try:
+        return parse_count(text)
+    except InputError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def add_limit_arguments(parser: ArgumentParser) -> None:
+    """Per-tensor size and loop iteration limits (see compiler.limits)."""
+    parser.add_argument("--max-tensor-size", type=_size, metavar="SIZE",
+                        help=f"refuse any constant, input or intermediate tensor larger than SIZE (e.g. 512M, 8G; "
+                             f"default {format_size(DEFAULT_MAX_TENSOR_BYTES)}, or ${TENSOR_ENV})")
+    parser.add_argument("--max-loop-iterations", type=_count, metavar="N",
+                        help=f"stop a loop that runs more than N iterations when running a model (default "
+                             f"{DEFAULT_MAX_LOOP_ITERATIONS}, or ${LOOP_ENV})")
+
+
+def apply_limit_arguments(args: argparse.Namespace) -> None:
+    set_limits(args.max_tensor_size, args.max_loop_iterations)
 
 
 def add_node_arguments(parser: ArgumentParser) -> None:
@@ -202,6 +233,7 @@ def cmd_compile(argv: Sequence[str]) -> int:
 
     parser = build_compile_parser()
     args = parser.parse_args(argv)
+    apply_limit_arguments(args)
     load_all(args.load_passes)
     if args.list_passes:
         sys.stdout.write(format_pass_list())
@@ -406,6 +438,7 @@ def cmd_verify(argv: Sequence[str]) -> int:
     from compiler.modelio import load_model
 
     args = build_verify_parser().parse_args(argv)
+    apply_limit_arguments(args)
     check_verify_arguments(args, [args.original, args.candidate])
     original = load_model(args.original)
     check_node_names(original, split_names(args.inputs), "input")
@@ -639,9 +672,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     handler = SUBCOMMANDS.get(argv[0]) if argv else None
     try:
-        if handler is not None:
-            return handler(argv[1:])
-        return cmd_compile(argv)
+        with resource_limits():  # a command's --max-* flags last as long as the command
+            if handler is not None:
+                return handler(argv[1:])
+            return cmd_compile(argv)
     except GttcError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return err.exit_code

@@ -19,6 +19,7 @@ from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
 from compiler.ir.tensor import Tensor
+from compiler.runtime.kernels.registry import KernelError
 
 ConstantLike = Union[Tensor, np.ndarray]
 _SHAPE_OPS = ("Shape", "Size", "Rank")
@@ -123,8 +124,8 @@ def _rule_shapes(facts: OpFacts) -> list[Shape]:
     if rule is not None:
         try:
             found = rule(facts)
-        except (ValueError, IndexError, TypeError, KeyError):
-            found = None
+        except (ValueError, IndexError, TypeError, KeyError, ArithmeticError, KernelError):
+            found = None  # operands the rule cannot make sense of: the shape stays unknown
     if found is None or len(found) != count:
         return [UNKNOWN_SHAPE] * count
     return found
@@ -157,9 +158,11 @@ def _shape_constant(info: StaticInfo, op: Op) -> Optional[list[ConstantLike]]:
         return None if shape.rank is None else [np.array(shape.rank, np.int32)]
     if not shape.is_fully_defined:
         return None
-    if op.type == "Shape":
-        return [np.array(shape.dims, np_type)]
-    return [np.array(shape.num_elements, np_type)]
+    values = shape.dims if op.type == "Shape" else shape.num_elements
+    limits = np.iinfo(np_type) if np.issubdtype(np_type, np.integer) else None
+    if limits is None or any(not limits.min <= v <= limits.max for v in np.ravel(values)):
+        return None  # TF fails such an op at run time; nothing to fold
+    return [np.array(values, np_type)]
 
 
 def merge_shapes(a: Shape, b: Shape) -> Shape:

@@ -104,6 +104,12 @@ class AttrMap(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(set(self._values) | set(self._sources))
 
+    def encodings(self) -> tuple[Mapping[str, Any], dict[str, Any]]:
+        """(name -> original encoding, name -> value a pass assigned): every attribute once,
+        nothing decoded; for checks that read encodings directly (unordered)."""
+        sources = self._sources
+        return sources, {k: v for k, v in self._values.items() if k not in sources}
+
     def source(self, name: str) -> Any:
         """The untouched original encoding of `name`, or None once reassigned."""
         return self._sources.get(name)

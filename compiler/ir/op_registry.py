@@ -65,6 +65,10 @@ def _lookup(attrs: Mapping[str, Any], defaults: Mapping[str, Any], name: str) ->
     return defaults.get(name)
 
 
+# More results than any real op has: a corrupt count, refused before a list that size is built.
+MAX_RESULTS = 1 << 16
+
+
 def infer_result_types(op_type: str, attrs: Mapping[str, Any]) -> list[tuple[Optional[DType], Shape]]:
     """Result (dtype, shape) list derived from the OpDef; unknown ops get one untyped result.
 
@@ -92,6 +96,8 @@ def _arg_types(arg: Any, attrs: Mapping[str, Any], defaults: Mapping[str, Any]) 
         dtype = None
     if arg.number_attr:
         count = _lookup(attrs, defaults, arg.number_attr)
+        if isinstance(count, int) and count > MAX_RESULTS:
+            raise ValueError(f"attribute '{arg.number_attr}' asks for {count} results (at most {MAX_RESULTS})")
         return [dtype] * count if isinstance(count, int) else []
     return [dtype]
 

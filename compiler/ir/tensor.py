@@ -11,6 +11,15 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from compiler.ir.dtypes import DType
+from compiler.limits import check_tensor_size
+
+
+def _decoded_itemsize(dtype: DType) -> int:
+    """Bytes per decoded element (a string element is an object pointer)."""
+    try:
+        return dtype.to_numpy().itemsize
+    except TypeError:
+        return 8
 
 
 class Tensor:
@@ -56,6 +65,7 @@ class Tensor:
         if self._array is None:
             if self._loader is None:
                 raise ValueError(f"tensor of type {self.dtype.tf_name} has no decodable elements")
+            check_tensor_size(self.shape, _decoded_itemsize(self.dtype), f"constant {self!r}")
             arr = self._loader()
             arr.flags.writeable = False
             self._array = arr

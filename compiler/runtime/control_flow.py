@@ -20,6 +20,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from compiler.ir.graph import Op, Value
+from compiler.limits import check_loop_iterations
 from compiler.runtime.op_eval import InterpreterError
 
 TF1_CONTROL_FLOW_OPS = frozenset({
@@ -227,6 +228,7 @@ class FrameExecutor:
         nxt = parent + ((frame_name, it + 1),)
         frame = self.frames.setdefault((parent, frame_name), _Frame())
         if it + 1 not in frame.iterations:
+            check_loop_iterations(it, f"loop '{frame_name}' (NextIteration '{op.name}')")
             frame.iterations.add(it + 1)
             for enter, inv in frame.invariants:
                 self._deliver_invariant(enter, nxt, inv)

@@ -39,7 +39,7 @@ from onnx import TensorProto, helper
 from compiler.errors import InputError
 from compiler.ir.graph import Graph, Op
 from compiler.runtime.interpreter import Interpreter
-from compiler.runtime.onnx_runner import OnnxRunner
+from compiler.runtime.onnx_runner import OnnxNameError, OnnxRunner
 
 Perm = tuple[int, ...]
 
@@ -229,8 +229,8 @@ def _run_onnx(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], fetches: 
     try:
         runner = OnnxRunner(model, threads=1)
         return runner.run(feeds, list(dict.fromkeys(fetches)))
-    except KeyError as err:
-        raise InputError(f"the ONNX model does not match the graph: {err.args[0]}") from None
+    except OnnxNameError as err:
+        raise InputError(f"the ONNX model does not match the graph: {err}") from None
 
 
 def _with_outputs(model: onnx.ModelProto, tensors: Sequence[str]) -> onnx.ModelProto:

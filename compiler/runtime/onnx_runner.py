@@ -15,7 +15,17 @@ from typing import Mapping, Optional, Sequence, Union
 import numpy as np
 import onnx
 
+from compiler.errors import GttcError, InputError
+
 ModelLike = Union[onnx.ModelProto, bytes, str, Path]
+
+
+class OnnxNameError(InputError):
+    """A feed or fetch name the ONNX model does not have."""
+
+
+class OnnxRuntimeFailure(GttcError):
+    """onnxruntime refused the model or failed running it (the model, not gttc's caller, is at fault)."""
 
 
 def _resolve(tf_name: str, available: Sequence[str], role: str) -> str:
@@ -24,7 +34,7 @@ def _resolve(tf_name: str, available: Sequence[str], role: str) -> str:
     for candidate in (tf_name, node, f"{node}:0"):
         if candidate in available:
             return candidate
-    raise KeyError(f"the ONNX model has no {role} named '{tf_name}' (it has: {', '.join(available)})")
+    raise OnnxNameError(f"the ONNX model has no {role} named '{tf_name}' (it has: {', '.join(available)})")
 
 
 def tf_name(onnx_name: str) -> str:
@@ -40,9 +50,13 @@ class OnnxRunner:
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
+        options.log_severity_level = 3  # errors only: gttc reports differences itself
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        self.session = ort.InferenceSession(_model_source(model), options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(_model_source(model), options, providers=["CPUExecutionProvider"])
+        except Exception as err:  # noqa: BLE001 - onnxruntime's errors share no base class worth naming
+            raise OnnxRuntimeFailure(f"onnxruntime cannot load the model: {_first_line(err)}") from None
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 
@@ -54,13 +68,23 @@ class OnnxRunner:
         """Results keyed by the names asked for (default: every output, by TF node name)."""
         wanted = list(outputs) if outputs is not None else [tf_name(n) for n in self.output_names]
         fetch = [_resolve(name, self.output_names, "output") for name in wanted]
-        return dict(zip(wanted, self.session.run(fetch, self.onnx_feeds(feeds))))
+        onnx_feeds = self.onnx_feeds(feeds)
+        try:
+            results = self.session.run(fetch, onnx_feeds)
+        except Exception as err:  # noqa: BLE001 - as above
+            raise OnnxRuntimeFailure(f"onnxruntime failed running the model: {_first_line(err)}") from None
+        return dict(zip(wanted, results))
 
     def time_once(self, onnx_feeds: Mapping[str, np.ndarray]) -> float:
         """Seconds for one run on feeds already renamed by `onnx_feeds`."""
         start = time.perf_counter()
         self.session.run(None, dict(onnx_feeds))
         return time.perf_counter() - start
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:300] if text else type(err).__name__
 
 
 def _model_source(model: ModelLike) -> Union[bytes, str]:

@@ -11,6 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from compiler.errors import GttcError
+from compiler.limits import ResourceLimitError, check_tensor_size
 from compiler.ir.graph import Op
 from compiler.runtime.kernels import KERNELS, KernelError, get_kernel
 
@@ -30,8 +31,10 @@ def const_value(op: Op) -> np.ndarray:
     """The elements of a Const op's `value` attribute."""
     try:
         return op.attrs["value"].numpy()
-    except (KeyError, ValueError, TypeError) as err:
+    except (KeyError, ValueError, TypeError, AttributeError) as err:
         raise InterpreterError(f"node '{op.name}' (Const): cannot read its value: {err}") from None
+    except ResourceLimitError as err:
+        raise ResourceLimitError(f"node '{op.name}' (Const): {err}") from None
 
 
 def has_kernel(op_type: str) -> bool:
@@ -45,10 +48,32 @@ def run_kernel(op: Op, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     except KernelError:
         raise MissingKernelError(f"no kernel for op type '{op.type}' (node '{op.name}')") from None
     try:
-        outputs = fn(op.attrs, list(inputs))
+        results = [np.asarray(out) for out in fn(op.attrs, list(inputs))]
     except KernelError as err:
         raise InterpreterError(f"node '{op.name}' ({op.type}): {err}") from None
-    return [np.asarray(out) for out in outputs]
+    except ResourceLimitError as err:
+        raise ResourceLimitError(f"node '{op.name}' ({op.type}): {err}") from None
+    except MemoryError:
+        raise ResourceLimitError(f"node '{op.name}' ({op.type}): out of memory computing its result from "
+                                 f"inputs {_describe(inputs)}") from None
+    except (ValueError, IndexError, TypeError, ArithmeticError) as err:
+        # numpy refusing the operands: what TF reports as InvalidArgument, named the same way
+        raise InterpreterError(f"node '{op.name}' ({op.type}): invalid inputs {_describe(inputs)}: "
+                               f"{type(err).__name__}: {_first_line(err)}") from None
+    for i, out in enumerate(results):
+        check_tensor_size(out.shape, out.itemsize, f"node '{op.name}' ({op.type}) result {i}")
+    return results
+
+
+def _describe(inputs: Sequence[np.ndarray]) -> str:
+    """`[f32[1,8], i32[2]]`: what a kernel was given, for its error message."""
+    parts = [f"{np.asarray(x).dtype}{list(np.shape(x))}" for x in inputs]
+    return "[" + ", ".join(parts) + "]"
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:200] if text else "(no message)"
 
 
 def evaluate_op(op: Op, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -16,6 +16,7 @@ from compiler.errors import InputError
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, IRError, Value
 from compiler.ir.shapes import Shape
+from compiler.limits import check_tensor_size
 
 # Integer inputs are usually indices or ids; keep them small so gathers stay in range.
 INT_HIGH = 10
@@ -27,7 +28,9 @@ def make_feeds(graph: Graph, inputs: Sequence[str], seed: int = 0) -> dict[str, 
     feeds = {}
     for name in inputs:
         value = input_value(graph, name)
-        feeds[name] = _random_array(rng, _input_dtype(value, name), _input_shape(value, name))
+        shape = _input_shape(value, name)
+        check_tensor_size(shape, 8, f"random input '{name}'")  # drawn as 64-bit numbers, then cast
+        feeds[name] = _random_array(rng, _input_dtype(value, name), shape)
     return feeds
 
 

@@ -46,7 +46,19 @@ def lower_ops(ctx: LoweringContext, ops: Sequence[Op]) -> None:
             continue
         if op.results and all(ctx.is_bound(v) for v in op.results):
             continue
+        lower_op(ctx, op)
+
+
+def lower_op(ctx: LoweringContext, op: Op) -> None:
+    """One op through its lowering; operands or attributes the lowering cannot take (a rank, a
+    shape or a value TF would refuse at run time) are an error naming the node."""
+    try:
         LOWERINGS[op.type](ctx, op)
+    except (ValueError, IndexError, TypeError, KeyError, ArithmeticError) as err:
+        text = str(err).strip().splitlines()[0][:200] if str(err).strip() else "(no message)"
+        shapes = ", ".join(str(ctx.shape(v)) for v in op.operands)
+        raise UnsupportedOpError(op.type, op.name, f"its operands ({shapes}) or attributes do not fit the op "
+                                                   f"({type(err).__name__}: {text})") from None
 
 
 @dataclass

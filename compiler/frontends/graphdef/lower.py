@@ -14,8 +14,9 @@ from google.protobuf import unknown_fields
 from compiler.errors import InputError
 from compiler.ir.attrs import AttrMap
 from compiler.ir.graph import Graph, Op, Value
-from compiler.ir.op_registry import infer_result_types
+from compiler.ir.op_registry import infer_result_types, op_def
 from compiler.ir.shapes import UNKNOWN_SHAPE
+from compiler.ir.signatures import SignatureError
 from compiler.proto import graph_pb2
 from compiler.proto.codec import decode_attr
 from compiler.proto.wire import encode_unknown_fields, field_bytes
@@ -30,12 +31,12 @@ def lower_graphdef(graph_def: graph_pb2.GraphDef, where: str = "<graph>") -> Gra
     _lower_graph_fields(graph_def, graph)
     nodes = list(graph_def.node)
     parsed_inputs = [_parse_inputs(node, where) for node in nodes]
-    max_port: dict[str, int] = {}
-    for inputs in parsed_inputs:
+    max_port: dict[str, tuple[int, str]] = {}
+    for node, inputs in zip(nodes, parsed_inputs):
         for name, port in inputs[0]:
-            if port > max_port.get(name, -1):
-                max_port[name] = port
-    ops = [_create_op(graph, node, max_port.get(node.name, -1), where) for node in nodes]
+            if port > max_port.get(name, (-1, ""))[0]:
+                max_port[name] = (port, node.name)
+    ops = [_create_op(graph, node, max_port.get(node.name, (-1, "")), where) for node in nodes]
     for op, node, (data, control, explicit) in zip(ops, nodes, parsed_inputs):
         _wire(graph, op, data, control, explicit, where)
     return graph
@@ -77,7 +78,7 @@ def _parse_inputs(node: Any, where: str) -> tuple[list[tuple[str, int]], list[st
     return data, control, frozenset(explicit)
 
 
-def _create_op(graph: Graph, node: Any, max_port: int, where: str) -> Op:
+def _create_op(graph: Graph, node: Any, max_read: tuple[int, str], where: str) -> Op:
     if not node.name:
         raise InputError(f"{where}: a node of op '{node.op}' has no name")
     if node.name in graph:
@@ -87,6 +88,9 @@ def _create_op(graph: Graph, node: Any, max_port: int, where: str) -> Op:
         types = infer_result_types(node.op, attrs)
     except (ValueError, TypeError) as err:
         raise InputError(f"{where}: node '{node.name}' ({node.op}): {err}") from None
+    max_port, reader = max_read
+    if max_port >= len(types):
+        _check_port(node, len(types), max_port, reader, where)
     while len(types) <= max_port:
         types.append((None, UNKNOWN_SHAPE))
     op = Op(node.op, node.name, attrs, node.device)
@@ -94,6 +98,18 @@ def _create_op(graph: Graph, node: Any, max_port: int, where: str) -> Op:
     op.extras = _node_extras(node)
     graph._link(op)
     return op
+
+
+# Readers decide how many results an op unknown to TF's registry has; past this many, a port is corrupt.
+MAX_UNREGISTERED_PORT = 4096
+
+
+def _check_port(node: Any, count: int, port: int, reader: str, where: str) -> None:
+    """A registered op has exactly the outputs its OpDef gives; TF's importer refuses a read past them."""
+    if op_def(node.op) is not None or port > MAX_UNREGISTERED_PORT:
+        noun = "output" if count == 1 else "outputs"
+        raise SignatureError(f"{where}: node '{reader}' reads output {port} of '{node.name}' ({node.op}), "
+                         f"which has {count} {noun}")
 
 
 def _node_extras(node: Any) -> bytes:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .common import (accumulator, attr, axis_index, choice, dtype_attr, int_list, int_vector,
+from .common import (accumulator, attr, axis_index, checked_shape, choice, dtype_attr, int_list, int_vector,
                      scalar_int)
 from .registry import KernelError, kernel
 
@@ -155,7 +155,7 @@ def _broadcast_args(attrs: Attrs, inputs: list[Array]) -> list[Array]:
 @kernel("BroadcastTo")
 def _broadcast_to(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     x, shape = inputs
-    return [np.broadcast_to(x, int_vector(shape)).copy()]
+    return [np.broadcast_to(x, checked_shape(int_vector(shape), x.itemsize)).copy()]
 
 
 # ---------------------------------------------------------------- concat / split
@@ -227,7 +227,9 @@ def _pad_widths(x: Array, paddings: Array) -> list[tuple[int, int]]:
         raise KernelError(f"paddings has {pads.shape[0]} rows for rank {x.ndim}")
     if np.any(pads < 0):
         raise KernelError("paddings must be non-negative")
-    return [(int(a), int(b)) for a, b in pads]
+    widths = [(int(a), int(b)) for a, b in pads]
+    checked_shape([d + a + b for d, (a, b) in zip(x.shape, widths)], x.itemsize)
+    return widths
 
 
 @kernel("Pad")
@@ -347,7 +349,7 @@ def _fill(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     value = np.asarray(value)
     if value.ndim != 0:
         raise KernelError("value must be a scalar")
-    return [np.full(int_vector(dims), value, dtype=value.dtype)]
+    return [np.full(checked_shape(int_vector(dims), value.itemsize), value, dtype=value.dtype)]
 
 
 @kernel("ZerosLike")
@@ -366,6 +368,7 @@ def _tile(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     reps = int_vector(multiples)
     if len(reps) != x.ndim or min(reps, default=0) < 0:
         raise KernelError(f"multiples {reps} invalid for rank {x.ndim}")
+    checked_shape([d * r for d, r in zip(x.shape, reps)], x.itemsize)
     return [np.tile(x, reps) if reps else x.copy()]
 
 
@@ -379,6 +382,7 @@ def _one_hot(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     axis = int(attr(attrs, "axis", -1))  # type: ignore[arg-type]
     if not -1 <= axis <= indices.ndim:
         raise KernelError(f"axis {axis} out of range for rank {indices.ndim}")
+    checked_shape([*indices.shape, n], 8)
     hot = indices[..., None].astype(np.int64) == np.arange(n)
     out = np.where(hot, np.asarray(on_value).reshape(()), np.asarray(off_value).reshape(()))
     out = out.astype(on_value.dtype, copy=False)
@@ -556,6 +560,7 @@ def _space_to_batch_nd(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     blocks = int_vector(block_shape)
     m = len(blocks)
     pads = np.asarray(paddings).reshape(m, 2).tolist()
+    checked_shape([d + sum(p) for d, p in zip(x.shape[1:], pads)], x.itemsize * x.shape[0])
     x = np.pad(x, [(0, 0)] + [tuple(p) for p in pads] + [(0, 0)] * (x.ndim - 1 - m))
     spatial = x.shape[1:1 + m]
     if any(s % b for s, b in zip(spatial, blocks)):

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from compiler.ir.dtypes import DType
+from compiler.limits import check_tensor_size
 
 from .registry import KernelError
 
@@ -50,6 +51,15 @@ def dtype_attr(attrs: Mapping[str, object], name: str, default: object = _REQUIR
     if isinstance(value, int):
         return DType(value).to_numpy()
     return np.dtype(value)  # type: ignore[arg-type]
+
+
+def checked_shape(dims: Sequence[int], itemsize: int, what: str = "result") -> list[int]:
+    """A shape a kernel is about to allocate: non-negative and within the tensor size limit."""
+    dims = [int(d) for d in dims]
+    if any(d < 0 for d in dims):
+        raise KernelError(f"{what} shape {dims} has a negative dimension")
+    check_tensor_size(dims, itemsize, what)
+    return dims
 
 
 def scalar_int(x: np.ndarray, what: str = "value") -> int:

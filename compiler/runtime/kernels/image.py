@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .common import attr, int_vector
+from .common import attr, checked_shape, int_vector
 from .registry import KernelError, kernel
 
 Array = np.ndarray
@@ -78,6 +78,7 @@ def _resize_args(attrs: Attrs, inputs: list[Array]) -> tuple[Array, int, int, bo
         raise KernelError("if half_pixel_centers is True, align_corners must be False")
     if min(images.shape[1:3]) <= 0:
         raise KernelError("input image must have non-empty spatial dims")
+    checked_shape([images.shape[0], dims[0], dims[1], images.shape[3]], 8)
     return images, dims[0], dims[1], align, half
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from .common import (accumulator, attr, axis_index, dtype_attr, int_vector, is_floating,
+from .common import (accumulator, attr, axis_index, checked_shape, dtype_attr, int_vector, is_floating,
                      scalar_int)
 from .registry import KernelError, kernel
 
@@ -452,5 +452,5 @@ def _range(attrs: Attrs, inputs: list[Array]) -> list[Array]:
         size = (span + step - 1) // step
     else:
         size = int(np.ceil(np.abs((limit - start) / delta)))
-    index = np.arange(size).astype(dtype)
+    index = np.arange(checked_shape([size], 8)[0]).astype(dtype)
     return [(start + index * delta).astype(dtype, copy=False)]

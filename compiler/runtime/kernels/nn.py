@@ -13,7 +13,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .array import mirror_pad
-from .common import accumulator, attr, choice, dtype_attr, int_list, int_vector, is_floating
+from .common import accumulator, attr, checked_shape, choice, dtype_attr, int_list, int_vector, is_floating
 from .image import resize_bilinear
 from .registry import KernelError, kernel
 
@@ -83,6 +83,7 @@ def pad_or_crop(x: Array, pads: Pads, fill: object = 0) -> Array:
     grow = [(0, 0), (max(pads[0][0], 0), max(pads[0][1], 0)),
             (max(pads[1][0], 0), max(pads[1][1], 0)), (0, 0)]
     if any(any(p) for p in grow):
+        checked_shape([d + a + b for d, (a, b) in zip(x.shape, grow)], x.itemsize, "padded input")
         x = np.pad(x, grow, constant_values=fill)
     (t, b), (l, r) = pads
     h, w = x.shape[1], x.shape[2]
@@ -201,6 +202,7 @@ def _conv2d_backprop_input(attrs: Attrs, input_shape: list[int], w: Array,
             else [dims["N"], *input_shape, dims["C"]]
     if len(input_shape) != 4:
         raise KernelError(f"input_sizes must have 4 entries, got {input_shape}")
+    checked_shape(input_shape, 8, "input_sizes")
     n, h, wd, c = _to_nhwc(np.empty(input_shape, dtype=np.bool_), spec.data_format).shape
     dy = _to_nhwc(dy, spec.data_format)
     kh, kw, cin, cout = w.shape
@@ -216,7 +218,7 @@ def _conv2d_backprop_input(attrs: Attrs, input_shape: list[int], w: Array,
     cols = np.tensordot(dy.astype(acc), w.astype(acc), axes=([3], [3]))  # N,OH,OW,KH,KW,C
     full_h = max(h + t + b, (oh - 1) * sh + (kh - 1) * dh + 1)
     full_w = max(wd + l + r, (ow - 1) * sw + (kw - 1) * dw + 1)
-    dx = np.zeros((n, full_h, full_w, c), dtype=acc)
+    dx = np.zeros(checked_shape((n, full_h, full_w, c), acc.itemsize), dtype=acc)
     for i in range(kh):
         for j in range(kw):
             dx[:, i * dh:i * dh + (oh - 1) * sh + 1:sh,

@@ -1,0 +1,124 @@
+"""Limits that stop a corrupt or hostile model from exhausting memory or running forever.
+
+A model can declare a constant of shape [2^33], a placeholder of 2 TiB, a
+Fill/Tile/Pad whose size comes from a constant, or a loop whose bound is
+2^31.  Decoding a tensor, generating a random input and every kernel of the
+runtime ask `check_tensor_size` first (kernels also after running, for sizes
+only the result reveals); both loop executors count iterations with
+`check_loop_iterations`.  Past a limit, a one-line `ResourceLimitError` says
+which limit and how to raise it.
+
+Each limit comes from a `resource_limits(...)` block, else the environment
+(`GTTC_MAX_TENSOR_BYTES`, `GTTC_MAX_LOOP_ITERATIONS`), else its default;
+the command line's `--max-tensor-size` and `--max-loop-iterations` open such
+a block.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from typing import Iterable, Iterator, Optional
+
+from compiler.errors import InputError
+
+TENSOR_ENV = "GTTC_MAX_TENSOR_BYTES"
+LOOP_ENV = "GTTC_MAX_LOOP_ITERATIONS"
+DEFAULT_MAX_TENSOR_BYTES = 4 << 30
+DEFAULT_MAX_LOOP_ITERATIONS = 1_000_000
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
+          "tib": 1 << 40}
+
+
+class ResourceLimitError(InputError):
+    """A tensor or a loop past its limit (exit code 2: the model asks for more than allowed)."""
+
+
+def parse_size(text: str) -> int:
+    """`4GiB`, `512M`, `100000` -> bytes (binary units; a bare number is bytes)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _UNITS:
+        raise InputError(f"size '{text}': expected a number of bytes with an optional unit (K, M, G, T), e.g. 4G")
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def parse_count(text: str) -> int:
+    if not text.strip().isdigit() or int(text) <= 0:
+        raise InputError(f"count '{text}': expected a positive whole number")
+    return int(text)
+
+
+_tensor_override: Optional[int] = None
+_loop_override: Optional[int] = None
+
+
+def max_tensor_bytes() -> int:
+    """The tensor size limit in force."""
+    if _tensor_override is not None:
+        return _tensor_override
+    text = os.environ.get(TENSOR_ENV)
+    return parse_size(text) if text else DEFAULT_MAX_TENSOR_BYTES
+
+
+def max_loop_iterations() -> int:
+    """The loop iteration limit in force."""
+    if _loop_override is not None:
+        return _loop_override
+    text = os.environ.get(LOOP_ENV)
+    return parse_count(text) if text else DEFAULT_MAX_LOOP_ITERATIONS
+
+
+def set_limits(tensor_bytes: Optional[int] = None, loop_iterations: Optional[int] = None) -> None:
+    """Set limits until the enclosing `resource_limits` block ends (the command line opens one per command)."""
+    global _tensor_override, _loop_override
+    if tensor_bytes is not None:
+        _tensor_override = tensor_bytes
+    if loop_iterations is not None:
+        _loop_override = loop_iterations
+
+
+@contextlib.contextmanager
+def resource_limits(tensor_bytes: Optional[int] = None, loop_iterations: Optional[int] = None) -> Iterator[None]:
+    """Use these limits inside the block (None keeps the one in force)."""
+    global _tensor_override, _loop_override
+    previous = _tensor_override, _loop_override
+    set_limits(tensor_bytes, loop_iterations)
+    try:
+        yield
+    finally:
+        _tensor_override, _loop_override = previous
+
+
+def element_count(shape: Iterable[int]) -> int:
+    count = 1
+    for d in shape:
+        count *= max(int(d), 0)
+    return count
+
+
+def check_tensor_size(shape: Iterable[int], itemsize: int, what: str) -> None:
+    """Refuse a tensor of `shape` whose elements take `itemsize` bytes each, when over the limit."""
+    dims = [int(d) for d in shape]
+    size = element_count(dims) * max(itemsize, 1)
+    limit = max_tensor_bytes()
+    if size > limit:
+        raise ResourceLimitError(f"{what}: a tensor of shape {dims} takes {format_size(size)}, over the "
+                                 f"{format_size(limit)} limit (raise it with --max-tensor-size or {TENSOR_ENV})")
+
+
+def check_loop_iterations(iteration: int, what: str) -> None:
+    """Refuse to start iteration number `iteration` (counting from 0) of a loop past the limit."""
+    limit = max_loop_iterations()
+    if iteration >= limit:
+        raise ResourceLimitError(f"{what}: still running after {limit} iterations (raise the limit with "
+                                 f"--max-loop-iterations or {LOOP_ENV})")
+
+
+def format_size(nbytes: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes} bytes"

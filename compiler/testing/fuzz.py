@@ -1,0 +1,607 @@
+"""Fuzz the whole command line with mutated GraphDefs: every failure must be a GttcError.
+
+A case is a real model mutated at the wire level (truncation, flipped or
+inserted bytes) or at the structure level (swapped op types, dangling or
+out-of-range inputs, cycles, duplicate names, attributes of the wrong kind,
+tensor bytes that disagree with their shape, huge dimensions, odd constants).
+It runs as a user would run it, in this process:
+
+    gttc -O2 case.pb -o out.pb -o out.onnx      then      gttc verify case.pb out.pb / out.onnx
+
+A case passes when each command returns (any exit code) and a command that
+failed wrote nothing.  It fails on any exception that is not gttc's own error
+(the command line turns those into exit codes), on output left behind by a
+failed compile, and on a hang: a case past its time budget is interrupted.
+
+    python -m compiler.testing.fuzz MODEL.pb [...] --cases 100000 --seed 1 --jobs 2
+
+Cases are a pure function of (seed, case index), so any failure replays
+with `--replay INDEX`.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import random
+import signal
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Sequence
+
+from compiler.limits import resource_limits
+from compiler.proto import graph_pb2, types_pb2
+
+# ---------------------------------------------------------------------------------------------
+# seeds: real models
+
+
+@dataclass(frozen=True)
+class FuzzSeed:
+    """A model to mutate, with the input and output names its commands are given."""
+
+    name: str
+    data: bytes
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+
+
+def load_seed(path: str | Path) -> FuzzSeed:
+    """A .pb and, when present, its fixture sidecar (`NAME.json` with "inputs"/"outputs")."""
+    p = Path(path)
+    sidecar = p.with_suffix(".json")
+    inputs: Sequence[str] = ()
+    outputs: Sequence[str] = ()
+    if sidecar.exists():
+        meta = json.loads(sidecar.read_text())
+        inputs, outputs = meta.get("inputs", ()), meta.get("outputs", ())
+    return FuzzSeed(p.stem, p.read_bytes(), tuple(inputs), tuple(outputs))
+
+
+# ---------------------------------------------------------------------------------------------
+# wire-level mutations: bytes -> bytes
+
+def truncate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    cut = rng.randrange(len(data))
+    return data[:cut], f"truncate at {cut}"
+
+
+def flip_bytes(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    out = bytearray(data)
+    spots = [rng.randrange(len(out)) for _ in range(rng.randint(1, 8))]
+    for i in spots:
+        out[i] ^= 1 << rng.randrange(8)
+    return bytes(out), f"flip bits at {spots}"
+
+
+def insert_bytes(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    at = rng.randrange(len(data) + 1)
+    junk = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+    return data[:at] + junk + data[at:], f"insert {len(junk)} bytes at {at}"
+
+
+def repeat_chunk(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    start = rng.randrange(len(data))
+    end = min(len(data), start + rng.randint(1, 256))
+    return data[:end] + data[start:end] + data[end:], f"repeat bytes {start}:{end}"
+
+
+WIRE_MUTATIONS: tuple[Callable[[bytes, random.Random], tuple[bytes, str]], ...] = (
+    truncate, flip_bytes, insert_bytes, repeat_chunk)
+
+
+# ---------------------------------------------------------------------------------------------
+# structure-level mutations: edit a GraphDef message in place, say what was done
+
+GraphMutation = Callable[[graph_pb2.GraphDef, random.Random], str]
+
+# Op types worth swapping in: common ones with very different signatures.
+SWAP_OPS = ("Conv2D", "DepthwiseConv2dNative", "MatMul", "BiasAdd", "Relu", "AddV2", "Mul", "Reshape", "Transpose",
+            "ConcatV2", "Pad", "MaxPool", "AvgPool", "Mean", "Squeeze", "ExpandDims", "FusedBatchNormV3",
+            "Identity", "Const", "Placeholder", "Switch", "Merge", "Enter", "Exit", "NextIteration", "Shape",
+            "StridedSlice", "GatherV2", "Softmax", "Tile", "Fill", "Range", "Pack", "Unpack", "Split", "Cast",
+            "QuantizeV2", "Dequantize", "QuantizedConv2D", "Requantize", "NoSuchOp", "If", "While",
+            "PartitionedCall", "ResizeBilinear", "Slice", "Sum", "ArgMax", "Select", "SelectV2", "OneHot")
+HUGE = (1 << 33, 1 << 31, 1 << 62, -2, -1, 0, 65536)
+_DTYPES = tuple(v for v in types_pb2.DataType.values() if 0 < v < 100) + (0, 150, 99)
+
+
+def _node(graph: graph_pb2.GraphDef, rng: random.Random):
+    return graph.node[rng.randrange(len(graph.node))]
+
+
+def swap_op_type(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    node = _node(graph, rng)
+    pool = SWAP_OPS if rng.random() < 0.5 else tuple(sorted({n.op for n in graph.node}))
+    old, node.op = node.op, rng.choice(pool)
+    return f"node '{node.name}': op {old} -> {node.op}"
+
+
+def dangle_input(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    node = _node(graph, rng)
+    text = rng.choice(["missing_node", "", ":", "^", "x:-1", "x:abc", "^missing", node.name + ":"])
+    node.input.insert(rng.randrange(len(node.input) + 1), text)
+    return f"node '{node.name}': input '{text}'"
+
+
+def out_of_range_port(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    node, source = _node(graph, rng), _node(graph, rng)
+    port = rng.choice((1, 2, 3, 7, 100, 1 << 20, 1 << 40))
+    text = f"{source.name}:{port}"
+    if node.input:
+        node.input[rng.randrange(len(node.input))] = text
+    else:
+        node.input.append(text)
+    return f"node '{node.name}': input '{text}'"
+
+
+def rewire_input(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    """Read from a random node (often downstream: a cycle) or from itself."""
+    node = _node(graph, rng)
+    source = node if rng.random() < 0.2 else _node(graph, rng)
+    text = ("^" if rng.random() < 0.2 else "") + source.name
+    if node.input and not text.startswith("^"):
+        node.input[rng.randrange(len(node.input))] = text
+    else:
+        node.input.append(text)
+    return f"node '{node.name}': input '{text}'"
+
+
+def drop_or_duplicate_input(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    node = _node(graph, rng)
+    if node.input and rng.random() < 0.5:
+        i = rng.randrange(len(node.input))
+        gone = node.input[i]
+        del node.input[i]
+        return f"node '{node.name}': drop input '{gone}'"
+    source = _node(graph, rng)
+    node.input.insert(0, source.name)
+    return f"node '{node.name}': extra input '{source.name}'"
+
+
+def duplicate_name(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    a, b = _node(graph, rng), _node(graph, rng)
+    old, a.name = a.name, b.name
+    return f"rename '{old}' -> '{b.name}'"
+
+
+def rename_to_odd(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    node = _node(graph, rng)
+    old, node.name = node.name, rng.choice(["", "a:1", "^x", "a b", "\u00e9\u00e8", "x" * 300, "/"])
+    return f"rename '{old}' -> {node.name!r}"
+
+
+def _attr(graph: graph_pb2.GraphDef, rng: random.Random):
+    with_attrs = [n for n in graph.node if n.attr]
+    if not with_attrs:
+        return None, None
+    node = rng.choice(with_attrs)
+    return node, rng.choice(sorted(node.attr))
+
+
+def wrong_attr_kind(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    node, key = _attr(graph, rng)
+    if node is None:
+        return "no attributes"
+    value = node.attr[key]
+    value.Clear()
+    kind = rng.choice(("s", "i", "f", "b", "type", "shape", "list_i", "list_s", "tensor", "func", "empty"))
+    if kind == "s":
+        value.s = rng.choice((b"SAME", b"NHWC", b"\xff\xfe", b""))
+    elif kind == "i":
+        value.i = rng.choice(HUGE)
+    elif kind == "f":
+        value.f = rng.choice((float("nan"), float("inf"), -1.0, 1e30))
+    elif kind == "b":
+        value.b = True
+    elif kind == "type":
+        value.type = rng.choice(_DTYPES)
+    elif kind == "shape":
+        value.shape.dim.add().size = rng.choice(HUGE)
+    elif kind == "list_i":
+        value.list.i.extend(rng.choice(HUGE) for _ in range(rng.randint(0, 5)))
+    elif kind == "list_s":
+        value.list.s.extend([b"a", b"b"])
+    elif kind == "tensor":
+        value.tensor.dtype = rng.choice(_DTYPES)
+        value.tensor.tensor_shape.dim.add().size = rng.choice((0, 1, 3, 1 << 33))
+    elif kind == "func":
+        value.func.name = "no_such_function"
+    return f"node '{node.name}': attr '{key}' -> {kind}"
+
+
+def retype_attr(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    """A type attribute (T, dtype, ...) set to another data type."""
+    typed = [(n, k) for n in graph.node for k, v in sorted(n.attr.items()) if v.WhichOneof("value") == "type"]
+    if not typed:
+        return "no type attributes"
+    node, key = rng.choice(typed)
+    node.attr[key].type = rng.choice(_DTYPES)
+    return f"node '{node.name}': {key} -> {node.attr[key].type}"
+
+
+def drop_attr(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    node, key = _attr(graph, rng)
+    if node is None:
+        return "no attributes"
+    del node.attr[key]
+    return f"node '{node.name}': drop attr '{key}'"
+
+
+def perturb_int_attr(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    """Strides, ksize, axis, N, ...: an integer or integer list set to odd values."""
+    ints = [(n, k) for n in graph.node for k, v in sorted(n.attr.items())
+            if v.WhichOneof("value") == "i" or (v.WhichOneof("value") == "list" and len(v.list.i))]
+    if not ints:
+        return "no integer attributes"
+    node, key = rng.choice(ints)
+    value = node.attr[key]
+    if value.WhichOneof("value") == "i":
+        value.i = rng.choice(HUGE + (value.i + 1, 3))
+    else:
+        items = list(value.list.i)
+        del value.list.i[:]
+        if rng.random() < 0.3:
+            items = items[:-1]
+        else:
+            items[rng.randrange(len(items))] = rng.choice(HUGE + (3,))
+        value.list.i.extend(items)
+    return f"node '{node.name}': attr '{key}' perturbed"
+
+
+def _tensors(graph: graph_pb2.GraphDef):
+    return [(n, k) for n in graph.node for k, v in sorted(n.attr.items()) if v.WhichOneof("value") == "tensor"]
+
+
+def corrupt_tensor(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    """Bytes that disagree with the shape, a changed dtype or shape, huge dimensions."""
+    found = _tensors(graph)
+    if not found:
+        return "no tensors"
+    node, key = rng.choice(found)
+    tensor = node.attr[key].tensor
+    how = rng.choice(("cut", "grow", "dtype", "dim", "huge", "rank"))
+    if how == "cut" and tensor.tensor_content:
+        tensor.tensor_content = tensor.tensor_content[: rng.randrange(len(tensor.tensor_content))]
+    elif how == "grow":
+        tensor.tensor_content = tensor.tensor_content + b"\x00" * rng.randint(1, 9)
+    elif how == "dtype":
+        tensor.dtype = rng.choice(_DTYPES)
+    elif how in ("dim", "huge") and len(tensor.tensor_shape.dim):
+        dim = tensor.tensor_shape.dim[rng.randrange(len(tensor.tensor_shape.dim))]
+        dim.size = rng.choice(HUGE) if how == "huge" else dim.size + rng.choice((-1, 1, 2))
+    else:
+        tensor.tensor_shape.dim.add().size = rng.choice((1, 2, 1 << 33))
+    return f"node '{node.name}': tensor {how}"
+
+
+def perturb_const_values(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    """Small integer constants (shapes, axes, paddings, loop bounds) set to odd values."""
+    import numpy as np
+
+    found = [(n, k) for n, k in _tensors(graph)
+             if n.attr[k].tensor.dtype in (types_pb2.DT_INT32, types_pb2.DT_INT64)]
+    if not found:
+        return "no integer constants"
+    node, key = rng.choice(found)
+    tensor = node.attr[key].tensor
+    dims = [d.size for d in tensor.tensor_shape.dim]
+    count = int(np.prod(dims)) if dims else 1
+    if count > 64:
+        return "integer constant too large to perturb"
+    dtype = np.int32 if tensor.dtype == types_pb2.DT_INT32 else np.int64
+    values = np.full(count, rng.choice((-1, 0, 1, 2, 7, 1 << 20, (1 << 31) - 1, -(1 << 31))), dtype=dtype)
+    del tensor.int_val[:]
+    del tensor.int64_val[:]
+    tensor.tensor_content = values.tobytes()
+    return f"node '{node.name}': values -> {values[:1].tolist()}"
+
+
+def huge_placeholder(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    found = [n for n in graph.node if n.op.startswith("Placeholder") and "shape" in n.attr]
+    if not found:
+        return "no placeholders"
+    node = rng.choice(found)
+    shape = node.attr["shape"].shape
+    if len(shape.dim):
+        shape.dim[rng.randrange(len(shape.dim))].size = rng.choice(HUGE)
+    else:
+        shape.dim.add().size = rng.choice(HUGE)
+    return f"node '{node.name}': shape dim -> huge"
+
+
+# Families of ops that share a signature: swapping within one keeps the graph loadable.
+UNARY_OPS = ("Relu", "Relu6", "Tanh", "Sigmoid", "Exp", "Log", "Sqrt", "Rsqrt", "Neg", "Abs", "Square", "Softplus",
+             "Elu", "Selu", "Identity", "Floor", "Ceil", "Round", "Reciprocal", "Sin", "Softsign", "Erf")
+BINARY_OPS = ("AddV2", "Add", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum", "Pow", "SquaredDifference",
+              "FloorDiv", "FloorMod", "DivNoNan", "BiasAdd")
+
+
+def swap_within_family(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    """An elementwise op replaced by another of the same arity (and attributes)."""
+    found = [n for n in graph.node if n.op in UNARY_OPS or n.op in BINARY_OPS]
+    if not found:
+        return "no elementwise ops"
+    node = rng.choice(found)
+    old, node.op = node.op, rng.choice(UNARY_OPS if node.op in UNARY_OPS else BINARY_OPS)
+    if node.op != "BiasAdd":
+        node.attr.pop("data_format", None)
+    return f"node '{node.name}': op {old} -> {node.op}"
+
+
+def rewire_same_type(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    """A data input replaced by an earlier node of the same `T` (shapes may disagree)."""
+    index = rng.randrange(len(graph.node))
+    node = graph.node[index]
+    if not node.input or node.input[0].startswith("^"):
+        return "no data input"
+    want = node.attr["T"].type if "T" in node.attr else None
+    earlier = [n for n in graph.node[:index] if want is None or ("T" in n.attr and n.attr["T"].type == want)
+               or (n.op == "Const" and n.attr["dtype"].type == want)]
+    if not earlier:
+        return "no earlier node of that type"
+    slot = rng.randrange(sum(1 for t in node.input if not t.startswith("^")))
+    node.input[slot] = rng.choice(earlier).name
+    return f"node '{node.name}': input {slot} -> '{node.input[slot]}'"
+
+
+def perturb_float_values(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    """A float constant filled with NaN, infinity, zero or a huge number."""
+    import numpy as np
+
+    found = [(n, k) for n, k in _tensors(graph) if n.attr[k].tensor.dtype == types_pb2.DT_FLOAT]
+    if not found:
+        return "no float constants"
+    node, key = rng.choice(found)
+    tensor = node.attr[key].tensor
+    count = int(np.prod([d.size for d in tensor.tensor_shape.dim]))
+    values = np.full(count, rng.choice((float("nan"), float("inf"), 0.0, -1e38, 1e-45)), np.float32)
+    del tensor.float_val[:]
+    tensor.tensor_content = values.tobytes()
+    return f"node '{node.name}': values -> {values[:1].tolist()}"
+
+
+def delete_node(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    i = rng.randrange(len(graph.node))
+    name = graph.node[i].name
+    del graph.node[i]
+    return f"delete node '{name}'"
+
+
+GRAPH_MUTATIONS: tuple[GraphMutation, ...] = (
+    swap_op_type, dangle_input, out_of_range_port, rewire_input, drop_or_duplicate_input, duplicate_name,
+    rename_to_odd, wrong_attr_kind, retype_attr, drop_attr, perturb_int_attr, corrupt_tensor,
+    perturb_const_values, huge_placeholder, delete_node, swap_within_family, swap_within_family,
+    rewire_same_type, rewire_same_type, perturb_float_values, perturb_const_values, perturb_int_attr)
+
+
+# ---------------------------------------------------------------------------------------------
+# cases
+
+
+@dataclass(frozen=True)
+class FuzzCase:
+    index: int
+    seed_name: str
+    data: bytes
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    mutations: tuple[str, ...]
+
+
+def make_case(seeds: Sequence[FuzzSeed], seed: int, index: int) -> FuzzCase:
+    """Case `index` of run `seed`: one to three mutations of one model, wire-level one time in six."""
+    rng = random.Random(f"{seed}:{index}")
+    model = seeds[rng.randrange(len(seeds))]
+    done: list[str] = []
+    if rng.random() < 1 / 6:
+        data = model.data
+        for _ in range(rng.randint(1, 2)):
+            data, what = rng.choice(WIRE_MUTATIONS)(data, rng) if data else (data, "empty")
+            done.append(what)
+    else:
+        graph = graph_pb2.GraphDef.FromString(model.data)
+        for _ in range(rng.choice((1, 1, 1, 2, 2, 3))):
+            if not len(graph.node):
+                break
+            done.append(rng.choice(GRAPH_MUTATIONS)(graph, rng))
+        data = graph.SerializeToString(deterministic=True)
+    return FuzzCase(index, model.name, data, model.inputs, model.outputs, tuple(done))
+
+
+# ---------------------------------------------------------------------------------------------
+# running a case
+
+
+class CaseTimeout(BaseException):
+    """A case ran past its budget (BaseException, so no `except Exception` in gttc swallows it)."""
+
+
+@dataclass
+class CaseResult:
+    index: int
+    outcome: str                  # "ok", "rejected" (a gttc error), "crash", "hang" or "partial-output"
+    detail: str = ""
+    commands: list[int] = field(default_factory=list)
+    trace: str = ""               # the traceback of a crash, for --replay
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in ("crash", "hang", "partial-output")
+
+
+@contextlib.contextmanager
+def time_budget(seconds: float) -> Iterator[None]:
+    """Raise CaseTimeout in this thread after `seconds` of wall time (no budget when 0)."""
+    if not seconds:
+        yield
+        return
+
+    def _expire(signum: int, frame: object) -> None:
+        raise CaseTimeout(f"no result after {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, _expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _gttc(argv: list[str]) -> int:
+    """The command line in this process, its output swallowed; exceptions propagate."""
+    from compiler.cli import main
+
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        return main(argv)
+
+
+def _names(flag: str, names: Sequence[str]) -> list[str]:
+    return [f"{flag}={','.join(names)}"] if names else []
+
+
+# Limits for fuzzing: low enough that a case claiming gigabytes or a 2^31-iteration loop is refused
+# in milliseconds (the defaults are for real models: 4 GiB per tensor, 10^6 iterations).
+FUZZ_TENSOR_BYTES = 256 << 20
+FUZZ_LOOP_ITERATIONS = 10_000
+
+
+def run_case(case: FuzzCase, budget: float = 30.0) -> CaseResult:
+    """Compile the case to GraphDef and ONNX, then verify each output against it."""
+    import numpy as np
+
+    # NaN weights and odd shapes make numpy warn; what counts here is how each command ends.
+    with resource_limits(FUZZ_TENSOR_BYTES, FUZZ_LOOP_ITERATIONS), np.errstate(all="ignore"):
+        return _run_commands(case, budget)
+
+
+def _run_commands(case: FuzzCase, budget: float) -> CaseResult:
+    result = CaseResult(case.index, "ok")
+    with tempfile.TemporaryDirectory(prefix="gttc-fuzz-") as tmp:
+        model = Path(tmp) / "case.pb"
+        model.write_bytes(case.data)
+        outs = [str(Path(tmp) / "out.pb"), str(Path(tmp) / "out.onnx")]
+        names = _names("--inputs", case.inputs) + _names("--outputs", case.outputs)
+        compile_argv = ["-O2", str(model), "-o", outs[0], "-o", outs[1], "--quiet", *names]
+        try:
+            with time_budget(budget):
+                result.commands.append(_gttc(compile_argv))
+                if result.commands[0] != 0:
+                    left = sorted(p.name for p in Path(tmp).iterdir() if p.name != "case.pb")
+                    if left:
+                        return CaseResult(case.index, "partial-output", f"failed compile left {left}",
+                                          result.commands)
+                    result.outcome = "rejected"
+                    return result
+                for out in outs:
+                    result.commands.append(_gttc(["verify", str(model), out, "--quiet", *names]))
+        except CaseTimeout as err:
+            return CaseResult(case.index, "hang", str(err), result.commands)
+        except Exception as err:  # noqa: BLE001 - anything that is not gttc's own error is the finding
+            return CaseResult(case.index, "crash", crash_site(err), result.commands, traceback.format_exc())
+    if any(result.commands):
+        result.outcome = "rejected"
+    return result
+
+
+def crash_site(err: BaseException) -> str:
+    """`Type: message @ file:line` of the innermost frame inside the compiler package."""
+    frames = traceback.extract_tb(err.__traceback__)
+    ours = [f for f in frames if "/compiler/" in f.filename.replace("\\", "/")] or frames
+    where = ours[-1] if ours else None
+    place = f"{where.filename.split('/compiler/')[-1]}:{where.lineno}" if where else "?"
+    message = str(err).splitlines()[0][:160] if str(err) else ""
+    return f"{type(err).__name__}: {message} @ {place}"
+
+
+# ---------------------------------------------------------------------------------------------
+# a run
+
+
+@dataclass
+class FuzzSummary:
+    cases: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    failures: list[tuple[FuzzCase, CaseResult]] = field(default_factory=list)
+
+    def add(self, case: FuzzCase, result: CaseResult) -> None:
+        self.cases += 1
+        self.outcomes[result.outcome] = self.outcomes.get(result.outcome, 0) + 1
+        if result.failed:
+            self.failures.append((case, result))
+
+    def line(self) -> str:
+        parts = ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items()))
+        return f"fuzz: {self.cases} cases: {parts}; {len(self.failures)} failures"
+
+
+# The models of the run, set before worker processes fork so no task has to carry them.
+_SEEDS: Sequence[FuzzSeed] = ()
+
+
+def _case_worker(args: tuple[int, int, float]) -> tuple[FuzzCase, CaseResult]:
+    seed, index, budget = args
+    case = make_case(_SEEDS, seed, index)
+    return case, run_case(case, budget)
+
+
+def fuzz(seeds: Sequence[FuzzSeed], cases: int, seed: int = 0, budget: float = 30.0, jobs: int = 1,
+         start: int = 0, progress: Optional[Callable[[FuzzSummary], None]] = None) -> FuzzSummary:
+    """Cases start .. start+cases-1 of run `seed`, over `jobs` processes (results in case order)."""
+    global _SEEDS
+    _SEEDS = seeds
+    summary = FuzzSummary()
+    work = ((seed, i, budget) for i in range(start, start + cases))
+    if jobs <= 1:
+        results: Iterator = map(_case_worker, work)
+        _collect(results, summary, progress)
+        return summary
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(jobs, maxtasksperchild=500) as pool:
+        _collect(pool.imap(_case_worker, work, chunksize=8), summary, progress)
+    return summary
+
+
+def _collect(results: Iterator, summary: FuzzSummary, progress: Optional[Callable[[FuzzSummary], None]]) -> None:
+    for case, result in results:
+        summary.add(case, result)
+        if progress is not None and summary.cases % 1000 == 0:
+            progress(summary)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m compiler.testing.fuzz", description=__doc__.split("\n")[0])
+    parser.add_argument("models", nargs="+", help="GraphDef files to mutate (a NAME.json beside one gives its "
+                                                 "inputs and outputs)")
+    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--start", type=int, default=0, help="first case index")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--budget", type=float, default=30.0, help="seconds a case may take before it is a hang")
+    parser.add_argument("--replay", type=int, help="run only case INDEX and print what it is")
+    args = parser.parse_args(argv)
+    seeds = [load_seed(p) for p in args.models]
+    if args.replay is not None:
+        case = make_case(seeds, args.seed, args.replay)
+        print(f"case {case.index}: {case.seed_name}: {'; '.join(case.mutations)}")
+        result = run_case(case, args.budget)
+        print(result.trace + f"{result.outcome} {result.commands} {result.detail}")
+        return int(result.failed)
+    summary = fuzz(seeds, args.cases, args.seed, args.budget, args.jobs, args.start,
+                   progress=lambda s: print(s.line(), file=sys.stderr, flush=True))
+    print(summary.line())
+    for case, result in summary.failures:
+        print(f"  case {case.index} ({case.seed_name}: {'; '.join(case.mutations)}): {result.outcome}: "
+              f"{result.detail}")
+    return int(bool(summary.failures))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
