@@ -105,9 +105,12 @@ def _library_signatures(library: Any) -> dict[str, Signature]:
 
 # -- the check --------------------------------------------------------------------------------------
 
-def check_signatures(graph: Graph, where: str = "<graph>") -> None:
-    """Raise SignatureError naming the first op that TF's importer would refuse."""
-    functions = _library_signatures(graph.extras.library)
+def check_signatures(graph: Graph, where: str = "<graph>", library: Any = None) -> None:
+    """Raise SignatureError naming the first op that TF's importer would refuse.
+
+    `library` is the function library calls resolve in (default: the graph's own).
+    """
+    functions = _library_signatures(graph.extras.library if library is None else library)
     for op in graph:
         signature = functions.get(op.type) or registered_signature(op.type)
         _OpCheck(op, where, functions).run(signature)

@@ -50,7 +50,7 @@ class OnnxRunner:
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
-        options.log_severity_level = 3  # errors only: gttc reports differences itself
+        options.log_severity_level = 4  # fatal only: gttc reports errors (OnnxRuntimeFailure) and differences itself
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         try:

@@ -359,6 +359,8 @@ def perturb_float_values(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
     node, key = rng.choice(found)
     tensor = node.attr[key].tensor
     count = int(np.prod([d.size for d in tensor.tensor_shape.dim]))
+    if not 0 <= count <= 1 << 20:
+        return "float constant too large to perturb"
     values = np.full(count, rng.choice((float("nan"), float("inf"), 0.0, -1e38, 1e-45)), np.float32)
     del tensor.float_val[:]
     tensor.tensor_content = values.tobytes()
@@ -372,11 +374,29 @@ def delete_node(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
     return f"delete node '{name}'"
 
 
+class _FunctionBody:
+    """A library function's nodes, seen as a graph's `node` list so every mutation applies to it."""
+
+    def __init__(self, function: object) -> None:
+        self.node = function.node_def  # type: ignore[attr-defined]
+
+
+def mutate_function_body(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    """One of the mutations below, inside a function of the library (If/While bodies, calls)."""
+    functions = [f for f in graph.library.function if len(f.node_def)]
+    if not functions:
+        return "no library functions"
+    function = rng.choice(functions)
+    mutate = rng.choice([m for m in GRAPH_MUTATIONS if m is not mutate_function_body])
+    return f"function '{function.signature.name}': {mutate(_FunctionBody(function), rng)}"  # type: ignore[arg-type]
+
+
 GRAPH_MUTATIONS: tuple[GraphMutation, ...] = (
     swap_op_type, dangle_input, out_of_range_port, rewire_input, drop_or_duplicate_input, duplicate_name,
     rename_to_odd, wrong_attr_kind, retype_attr, drop_attr, perturb_int_attr, corrupt_tensor,
     perturb_const_values, huge_placeholder, delete_node, swap_within_family, swap_within_family,
-    rewire_same_type, rewire_same_type, perturb_float_values, perturb_const_values, perturb_int_attr)
+    rewire_same_type, rewire_same_type, perturb_float_values, perturb_const_values, perturb_int_attr,
+    mutate_function_body)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,9 +428,18 @@ def make_case(seeds: Sequence[FuzzSeed], seed: int, index: int) -> FuzzCase:
         for _ in range(rng.choice((1, 1, 1, 2, 2, 3))):
             if not len(graph.node):
                 break
-            done.append(rng.choice(GRAPH_MUTATIONS)(graph, rng))
+            done.append(_mutate(rng.choice(GRAPH_MUTATIONS), graph, rng))
         data = graph.SerializeToString(deterministic=True)
     return FuzzCase(index, model.name, data, model.inputs, model.outputs, tuple(done))
+
+
+def _mutate(mutation: GraphMutation, graph: graph_pb2.GraphDef, rng: random.Random) -> str:
+    """Apply one mutation; one that cannot apply to what earlier ones left (a 2^36-element constant,
+    say) is recorded as skipped rather than ending the run."""
+    try:
+        return mutation(graph, rng)
+    except (ValueError, IndexError, TypeError, KeyError, MemoryError, OverflowError) as err:
+        return f"{mutation.__name__} skipped ({type(err).__name__})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -541,6 +570,8 @@ class FuzzSummary:
         return f"fuzz: {self.cases} cases: {parts}; {len(self.failures)} failures"
 
 
+Progress = Callable[[FuzzSummary, FuzzCase, CaseResult], None]
+
 # The models of the run, set before worker processes fork so no task has to carry them.
 _SEEDS: Sequence[FuzzSeed] = ()
 
@@ -552,7 +583,7 @@ def _case_worker(args: tuple[int, int, float]) -> tuple[FuzzCase, CaseResult]:
 
 
 def fuzz(seeds: Sequence[FuzzSeed], cases: int, seed: int = 0, budget: float = 30.0, jobs: int = 1,
-         start: int = 0, progress: Optional[Callable[[FuzzSummary], None]] = None) -> FuzzSummary:
+         start: int = 0, progress: Optional[Progress] = None) -> FuzzSummary:
     """Cases start .. start+cases-1 of run `seed`, over `jobs` processes (results in case order)."""
     global _SEEDS
     _SEEDS = seeds
@@ -569,11 +600,23 @@ def fuzz(seeds: Sequence[FuzzSeed], cases: int, seed: int = 0, budget: float = 3
     return summary
 
 
-def _collect(results: Iterator, summary: FuzzSummary, progress: Optional[Callable[[FuzzSummary], None]]) -> None:
+def _collect(results: Iterator, summary: FuzzSummary, progress: Optional[Progress]) -> None:
+    """Add each result, telling `progress` (the summary so far, the case, its result) as it comes."""
     for case, result in results:
         summary.add(case, result)
-        if progress is not None and summary.cases % 1000 == 0:
-            progress(summary)
+        if progress is not None:
+            progress(summary, case, result)
+
+
+def _print_progress(summary: FuzzSummary, case: FuzzCase, result: CaseResult) -> None:
+    if result.failed:
+        print(f"  {_failure_line(case, result)}", file=sys.stderr, flush=True)
+    if summary.cases % 1000 == 0:
+        print(summary.line(), file=sys.stderr, flush=True)
+
+
+def _failure_line(case: FuzzCase, result: CaseResult) -> str:
+    return f"case {case.index} ({case.seed_name}: {'; '.join(case.mutations)}): {result.outcome}: {result.detail}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -594,12 +637,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         result = run_case(case, args.budget)
         print(result.trace + f"{result.outcome} {result.commands} {result.detail}")
         return int(result.failed)
-    summary = fuzz(seeds, args.cases, args.seed, args.budget, args.jobs, args.start,
-                   progress=lambda s: print(s.line(), file=sys.stderr, flush=True))
+    summary = fuzz(seeds, args.cases, args.seed, args.budget, args.jobs, args.start, progress=_print_progress)
     print(summary.line())
     for case, result in summary.failures:
-        print(f"  case {case.index} ({case.seed_name}: {'; '.join(case.mutations)}): {result.outcome}: "
-              f"{result.detail}")
+        print(f"  {_failure_line(case, result)}")
     return int(bool(summary.failures))
 
 

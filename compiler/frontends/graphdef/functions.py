@@ -11,12 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from compiler.errors import InputError
+from compiler.errors import InputError, VerificationError
+from compiler.frontends.graphdef.lower import MAX_UNREGISTERED_PORT
 from compiler.ir.attrs import AttrMap
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.op_registry import attr_defaults, infer_result_types, op_def
 from compiler.ir.shapes import UNKNOWN_SHAPE
+from compiler.ir.signatures import check_signatures
+from compiler.ir.verifier import verify
 from compiler.proto.codec import decode_attr
 
 ARG_OP = "_Arg"
@@ -59,6 +62,11 @@ def lower_function(library: Any, name: str) -> Function:
     result_names = [a.name for a in fdef.signature.output_arg]
     results = [_resolve(graph, fdef.ret[r], signatures, name, f"return '{r}'") for r in result_names]
     control = [graph.op(fdef.control_ret[c]) for c in fdef.signature.control_output if c in fdef.control_ret]
+    check_signatures(graph, f"function '{name}'", library)
+    try:
+        verify(graph)  # a body with a cycle (TF's importer refuses one too) would hang or crash its callers
+    except VerificationError as err:
+        raise InputError(f"function '{name}': {err}") from None
     return Function(name, graph, args, results, result_names, control)
 
 
@@ -84,10 +92,10 @@ def _output_arg_sizes(op_type: str, attrs: AttrMap, signatures: dict[str, Any]) 
             count = attrs[arg.number_attr] if arg.number_attr in attrs else defaults.get(arg.number_attr, 1)
         elif arg.type_list_attr:
             types = attrs[arg.type_list_attr] if arg.type_list_attr in attrs else defaults.get(arg.type_list_attr, ())
-            count = len(types)
+            count = len(types) if isinstance(types, tuple) else 0
         else:
             count = 1
-        sizes.append((arg.name, int(count)))
+        sizes.append((arg.name, count if isinstance(count, int) else 0))  # a bad count: check_signatures says so
     return sizes
 
 
@@ -122,12 +130,18 @@ def _resolve(graph: Graph, text: str, signatures: dict[str, Any], fname: str, wh
     """`arg` | `node:out_arg:k` | `node:k` (rare) -> the Value it names."""
     parts = text.split(":")
     producer = _lookup_op(graph, parts[0], fname, where)
+    if len(parts) > 3 or not all(p.isdigit() for p in parts[-1:] if len(parts) > 1):
+        raise InputError(f"function '{fname}': {where} reads '{text}', which is not an output name")
     if len(parts) == 1:
-        return producer.results[0]
-    if len(parts) == 2:
+        index = 0
+    elif len(parts) == 2:
         index = int(parts[1])
     else:
         index = _flat_index(producer, parts[1], int(parts[2]), signatures, fname)
+    known = producer.type in signatures or op_def(producer.type) is not None
+    if index >= len(producer.results) and (known or index > MAX_UNREGISTERED_PORT):
+        raise InputError(f"function '{fname}': {where} reads output {index} of '{producer.name}' "
+                         f"({producer.type}), which has {len(producer.results)}")
     while len(producer.results) <= index:
         producer.results.append(Value(producer, len(producer.results), None, UNKNOWN_SHAPE))
     return producer.results[index]
