@@ -92,17 +92,19 @@ def resource_limits(tensor_bytes: Optional[int] = None, loop_iterations: Optiona
         _tensor_override, _loop_override = previous
 
 
-def element_count(shape: Iterable[int]) -> int:
+def extent(shape: Iterable[int]) -> int:
+    """The element count with empty dimensions counted as 1: numpy refuses a shape whose extent
+    overflows even when a zero makes it empty, so the limit applies to the extent too."""
     count = 1
     for d in shape:
-        count *= max(int(d), 0)
+        count *= max(int(d), 1)
     return count
 
 
 def check_tensor_size(shape: Iterable[int], itemsize: int, what: str) -> None:
     """Refuse a tensor of `shape` whose elements take `itemsize` bytes each, when over the limit."""
     dims = [int(d) for d in shape]
-    size = element_count(dims) * max(itemsize, 1)
+    size = extent(dims) * max(itemsize, 1)
     limit = max_tensor_bytes()
     if size > limit:
         raise ResourceLimitError(f"{what}: a tensor of shape {dims} takes {format_size(size)}, over the "

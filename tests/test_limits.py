@@ -57,6 +57,13 @@ def _graph(text: str):
     return load_graph_bytes(text_format.Parse(text, graph_pb2.GraphDef()).SerializeToString())
 
 
+def test_an_empty_tensor_with_a_huge_dimension_is_refused_too():
+    """numpy cannot even describe shape [0, 2^62, 2^62]; counting empty dimensions as 1 refuses it first."""
+    with pytest.raises(ResourceLimitError, match=r"shape \[0, 4611686018427387904, 4611686018427387904\]"):
+        check_tensor_size([0, 1 << 62, 1 << 62], 4, "x")
+    check_tensor_size([0, 1024], 4, "x")
+
+
 def test_huge_constant_is_refused_when_decoded_not_at_load():
     graph = _graph("""node { name: 'k' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } }
                       attr { key: 'value' value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 8589934592 } }

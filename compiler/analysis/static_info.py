@@ -128,7 +128,9 @@ def _rule_shapes(facts: OpFacts) -> list[Shape]:
             found = None  # operands the rule cannot make sense of: the shape stays unknown
     if found is None or len(found) != count:
         return [UNKNOWN_SHAPE] * count
-    return found
+    # a negative extent only comes from operands TF would refuse at run time: say nothing about it
+    return [UNKNOWN_SHAPE if s.dims is not None and any(d is not None and d < 0 for d in s.dims) else s
+            for s in found]
 
 
 def _constant_results(info: StaticInfo, op: Op) -> Optional[list[Optional[ConstantLike]]]:

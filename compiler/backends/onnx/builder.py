@@ -31,7 +31,16 @@ class ValueSpec:
     dims: Optional[tuple[Dim, ...]] = None
 
     def to_proto(self) -> onnx.ValueInfoProto:
-        return helper.make_tensor_value_info(self.name, self.elem_type, None if self.dims is None else list(self.dims))
+        dims = None if self.dims is None else [_declarable(d) for d in self.dims]
+        return helper.make_tensor_value_info(self.name, self.elem_type, dims)
+
+
+def _declarable(dim: Dim) -> Dim:
+    """A dimension as ONNX can declare it: an int64 extent inferred from a corrupt graph (negative,
+    or past 2^63) is declared unknown rather than refused by onnx's helper."""
+    if isinstance(dim, int) and not 0 <= dim < 1 << 63:
+        return None
+    return dim
 
 
 @dataclass
