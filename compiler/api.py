@@ -13,6 +13,7 @@ from typing import NamedTuple, Optional, Sequence, TextIO
 from compiler.backends.graphdef import emit_graphdef_bytes
 from compiler.errors import InputError
 from compiler.frontends.graphdef import load_graph_bytes
+from compiler.gcguard import collector_paused
 from compiler.ir.graph import Graph, split_tensor_name
 from compiler.passes.instruments import PipelineReport, default_instruments
 from compiler.passes.levels import dynamic_ranges_note, preset_pipeline, with_calibration
@@ -51,7 +52,8 @@ def build_pass_manager(inputs: Sequence[str] = (), outputs: Sequence[str] = (), 
 def transform_graph(graph_def_bytes: bytes, inputs: Sequence[str], outputs: Sequence[str], transforms: str) -> bytes:
     """TensorFlow's TransformGraph: run a GTT transforms string on a serialized GraphDef."""
     manager = build_pass_manager(inputs, outputs, transforms=transforms)
-    return emit_graphdef_bytes(_run(manager, graph_def_bytes, inputs, outputs).graph)
+    with collector_paused():
+        return emit_graphdef_bytes(_run(manager, graph_def_bytes, inputs, outputs).graph)
 
 
 class CompileResult(NamedTuple):
@@ -70,8 +72,9 @@ def compile(graph_def_bytes: bytes, inputs: Sequence[str], outputs: Sequence[str
     """
     manager = build_pass_manager(inputs, outputs, opt_level, target, transforms, auto_prereqs,
                                  calibration=calibration)
-    report = _run(manager, graph_def_bytes, inputs, outputs)
-    return CompileResult(emit_graphdef_bytes(report.graph), report)
+    with collector_paused():
+        report = _run(manager, graph_def_bytes, inputs, outputs)
+        return CompileResult(emit_graphdef_bytes(report.graph), report)
 
 
 def _run(manager: PassManager, graph_def_bytes: bytes, inputs: Sequence[str], outputs: Sequence[str]) -> PipelineReport:

@@ -31,6 +31,7 @@ from typing import Callable, Optional, Sequence
 from compiler.api import build_pass_manager, check_node_names
 from compiler.crosscheck import REFERENCES, Candidate, cross_check, feed_list, is_eight_bit, is_onnx_path
 from compiler.errors import GttcError, InputError, ToleranceExceeded
+from compiler.gcguard import collector_paused
 from compiler.ir.graph import Graph
 from compiler.limits import (DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES, LOOP_ENV, TENSOR_ENV, format_size,
                             parse_count, parse_size, resource_limits, set_limits)
@@ -245,7 +246,8 @@ def cmd_compile(argv: Sequence[str]) -> int:
         check_output_path(out, [path])
     check_verify_arguments(args, [path])
     manager = pass_manager_from_args(args)
-    graph = load_model(path)
+    with collector_paused():
+        graph = load_model(path)
     check_node_names(graph, split_names(args.inputs), "input")
     check_node_names(graph, split_names(args.outputs), "output")
     inputs, outputs = split_names(args.inputs), split_names(args.outputs)
@@ -255,9 +257,10 @@ def cmd_compile(argv: Sequence[str]) -> int:
     float_snapshot = FloatSnapshotInstrument()
     if args.layers:
         manager.instruments.append(float_snapshot)
-    report = manager.run(graph)
-    print_report(report, args)
-    rendered = [render_output(report.graph, out, inputs, outputs, args) for out in args.outputs_files]
+    with collector_paused():
+        report = manager.run(graph)
+        print_report(report, args)
+        rendered = [render_output(report.graph, out, inputs, outputs, args) for out in args.outputs_files]
     for out, (data, detail, eight_bit) in zip(args.outputs_files, rendered):  # nothing is written unless all rendered
         write_atomic(out, data)
         if not args.quiet:

@@ -42,10 +42,7 @@ def substitute_control_dep(user: Op, old: Op, new: Op) -> None:
 
 def move_control_users(old: Op, new: Op) -> int:
     """Make every op that control-depends on `old` depend on `new` instead, in place."""
-    users = list(dict.fromkeys(old.control_users))
-    for user in users:
-        substitute_control_dep(user, old, new)
-    return len(users)
+    return old.hand_control_users_to(new)
 
 
 def rename_ops(graph: Graph, new_names: dict[Op, str]) -> None:

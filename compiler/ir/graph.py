@@ -159,13 +159,32 @@ class Op:
         self._control_deps.remove(dep)
         dep.control_users.remove(self)
 
+    def hand_control_users_to(self, new: "Op") -> int:
+        """Make every op that control-depends on this one depend on `new` instead, at the same place
+        in its list; returns how many ops changed.  Linear in the users: this op's list is cleared
+        once, not entry by entry."""
+        users = list(dict.fromkeys(self.control_users))
+        for user in users:
+            deps = [new if dep is self else dep for dep in user._control_deps]
+            new.control_users.extend(user for dep in user._control_deps if dep is self)
+            user._control_deps = deps
+        self.control_users = []
+        return len(users)
+
     def set_control_deps(self, deps: Iterable["Op"]) -> None:
+        """Replace the control dependencies; a dependency kept keeps its entry in the other op's
+        control_users, so rewiring the users of a hub with thousands of them stays linear."""
+        new = list(deps)
+        kept = set(new) & set(self._control_deps)
+        if len(set(new)) != len(new) or len(set(self._control_deps)) != len(self._control_deps):
+            kept = set()  # duplicates: rebuild both sides entry by entry
         for dep in self._control_deps:
-            dep.control_users.remove(self)
-        self._control_deps = []
-        for dep in deps:
-            self._control_deps.append(dep)
-            dep.control_users.append(self)
+            if dep not in kept:
+                dep.control_users.remove(self)
+        for dep in new:
+            if dep not in kept:
+                dep.control_users.append(self)
+        self._control_deps = new
 
     def __repr__(self) -> str:
         return f"<Op {self.type} '{self.name}'>"

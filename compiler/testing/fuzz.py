@@ -31,7 +31,7 @@ import tempfile
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from compiler.limits import resource_limits
 from compiler.proto import graph_pb2, types_pb2
@@ -131,12 +131,7 @@ def dangle_input(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
 def out_of_range_port(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
     node, source = _node(graph, rng), _node(graph, rng)
     port = rng.choice((1, 2, 3, 7, 100, 1 << 20, 1 << 40))
-    text = f"{source.name}:{port}"
-    if node.input:
-        node.input[rng.randrange(len(node.input))] = text
-    else:
-        node.input.append(text)
-    return f"node '{node.name}': input '{text}'"
+    return _put_input(node, f"{source.name}:{port}", rng, replace=True)
 
 
 def rewire_input(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
@@ -144,7 +139,12 @@ def rewire_input(graph: graph_pb2.GraphDef, rng: random.Random) -> str:
     node = _node(graph, rng)
     source = node if rng.random() < 0.2 else _node(graph, rng)
     text = ("^" if rng.random() < 0.2 else "") + source.name
-    if node.input and not text.startswith("^"):
+    return _put_input(node, text, rng, replace=not text.startswith("^"))
+
+
+def _put_input(node: Any, text: str, rng: random.Random, replace: bool) -> str:
+    """Replace a random input of `node` with `text` (append it when told not to, or when it has none)."""
+    if replace and node.input:
         node.input[rng.randrange(len(node.input))] = text
     else:
         node.input.append(text)
