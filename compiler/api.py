@@ -81,7 +81,7 @@ def _run(manager: PassManager, graph_def_bytes: bytes, inputs: Sequence[str], ou
     graph = load_graph_bytes(graph_def_bytes)
     check_node_names(graph, inputs, "input")
     check_node_names(graph, outputs, "output")
-    return manager.run(graph)
+    return manager.run(graph, in_place=True)  # the graph was loaded here and no one else holds it
 
 
 __all__ = ["CompileResult", "build_pass_manager", "check_node_names", "compile", "transform_graph"]

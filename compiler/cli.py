@@ -258,7 +258,7 @@ def cmd_compile(argv: Sequence[str]) -> int:
     if args.layers:
         manager.instruments.append(float_snapshot)
     with collector_paused():
-        report = manager.run(graph)
+        report = manager.run(graph, in_place=not args.verify)  # --verify runs the original afterwards
         print_report(report, args)
         rendered = [render_output(report.graph, out, inputs, outputs, args) for out in args.outputs_files]
     for out, (data, detail, eight_bit) in zip(args.outputs_files, rendered):  # nothing is written unless all rendered
@@ -541,7 +541,7 @@ def cmd_opt(argv: Sequence[str]) -> int:
     graph = load_model(args.input)
     check_node_names(graph, split_names(args.inputs), "input")
     check_node_names(graph, split_names(args.outputs), "output")
-    report = manager.run(graph)
+    report = manager.run(graph, in_place=True)
     print_report(report, args)
     if args.output:
         save_model(report.graph, args.output)

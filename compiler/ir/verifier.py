@@ -15,7 +15,11 @@ _BACK_EDGE_SOURCES = ("NextIteration", "RefNextIteration")
 
 
 def verify(graph: Graph) -> None:
-    """Raise VerificationError naming the first broken invariant."""
+    """Raise VerificationError naming the first broken invariant.
+
+    It runs after every pass, so it is linear: each operand slot, use-list entry
+    and control edge is looked at a constant number of times.
+    """
     ops = list(graph)
     members = set(map(id, ops))
     if len(ops) != len(graph):
@@ -27,18 +31,17 @@ def verify(graph: Graph) -> None:
             raise VerificationError(f"op '{op.name}' does not point back to its graph")
         _verify_operands(op, members)
         _verify_results(op, members)
-        _verify_control(op, members)
+    _verify_uses_exactly_once(ops)
+    _verify_control(ops, members)
     _verify_acyclic(ops)
 
 
 def _verify_operands(op: Op, members: set[int]) -> None:
-    for i, value in enumerate(op.operands):
+    for i, value in enumerate(op._operands):
         if id(value.op) not in members:
             raise VerificationError(f"op '{op.name}' operand {i} is defined by '{value.op.name}', which is not in the graph")
         if value.op.results[value.index] is not value:
             raise VerificationError(f"op '{op.name}' operand {i} is a stale value of '{value.op.name}'")
-        if value.uses.count((op, i)) != 1:
-            raise VerificationError(f"use-list of '{value.name}' does not record operand {i} of '{op.name}' exactly once")
 
 
 def _verify_results(op: Op, members: set[int]) -> None:
@@ -48,19 +51,45 @@ def _verify_results(op: Op, members: set[int]) -> None:
         for user, i in value.uses:
             if id(user) not in members:
                 raise VerificationError(f"'{value.name}' has a dangling use by erased op '{user.name}'")
-            if i >= len(user.operands) or user.operands[i] is not value:
+            if i >= len(user._operands) or user._operands[i] is not value:
                 raise VerificationError(f"'{value.name}' records a use by '{user.name}' operand {i} that does not exist")
 
 
-def _verify_control(op: Op, members: set[int]) -> None:
-    for dep in op.control_deps:
-        if id(dep) not in members:
-            raise VerificationError(f"op '{op.name}' control-depends on '{dep.name}', which is not in the graph")
-        if op not in dep.control_users:
-            raise VerificationError(f"'{dep.name}' does not list '{op.name}' among its control users")
-    for user in op.control_users:
-        if op not in user.control_deps:
-            raise VerificationError(f"'{op.name}' lists control user '{user.name}' that does not depend on it")
+def _verify_uses_exactly_once(ops: list[Op]) -> None:
+    """Every use-list entry names a real operand slot (checked above); with as many distinct
+    entries as slots, each slot is recorded exactly once."""
+    recorded = {(id(user), i) for op in ops for value in op.results for user, i in value.uses}
+    entries = sum(len(value.uses) for op in ops for value in op.results)
+    slots = sum(len(op._operands) for op in ops)
+    if len(recorded) == entries == slots:
+        return
+    for op in ops:  # rare: find the slot to name
+        for i, value in enumerate(op._operands):
+            if value.uses.count((op, i)) != 1:
+                raise VerificationError(f"use-list of '{value.name}' does not record operand {i} of '{op.name}' "
+                                        "exactly once")
+    raise VerificationError("a use-list records an operand slot more than once")
+
+
+def _verify_control(ops: list[Op], members: set[int]) -> None:
+    """Control dependencies and control_users lists name the same edges."""
+    deps_side: set[tuple[int, int]] = set()
+    for op in ops:
+        for dep in op._control_deps:
+            if id(dep) not in members:
+                raise VerificationError(f"op '{op.name}' control-depends on '{dep.name}', which is not in the graph")
+            deps_side.add((id(dep), id(op)))
+    users_side = {(id(op), id(user)) for op in ops for user in op.control_users}
+    if deps_side == users_side:
+        return
+    by_id = {id(op): op for op in ops}
+    for dep_id, user_id in sorted(deps_side - users_side):
+        dep, user = by_id[dep_id], by_id[user_id]
+        raise VerificationError(f"'{dep.name}' does not list '{user.name}' among its control users")
+    dep_id, user_id = sorted(users_side - deps_side)[0]
+    dep, user = by_id[dep_id], by_id.get(user_id)
+    user_name = user.name if user is not None else "an op outside the graph"
+    raise VerificationError(f"'{dep.name}' lists control user '{user_name}' that does not depend on it")
 
 
 def _verify_acyclic(ops: list[Op]) -> None:
@@ -68,7 +97,7 @@ def _verify_acyclic(ops: list[Op]) -> None:
     indegree: dict[int, int] = {}
     succs: dict[int, list[Op]] = {id(op): [] for op in ops}
     for op in ops:
-        preds = [v.op for v in op.operands if not _is_back_edge(v.op, op)] + list(op.control_deps)
+        preds = [v.op for v in op._operands if not _is_back_edge(v.op, op)] + op._control_deps
         indegree[id(op)] = len(preds)
         for p in preds:
             succs[id(p)].append(op)

@@ -159,13 +159,14 @@ class PassManager:
         for instrument in self.instruments:
             instrument.check_pipeline(self.steps)
 
-    def run(self, graph: Graph) -> PipelineReport:
-        """Run every step on a copy of `graph`; the rewritten graph is `report.graph`."""
+    def run(self, graph: Graph, in_place: bool = False) -> PipelineReport:
+        """Run every step on a copy of `graph` (on `graph` itself with `in_place`, for a caller that
+        loaded it only to compile it); the rewritten graph is `report.graph`."""
         recorder = ReportInstrument()
         hooks = [*self.instruments, recorder]
         for hook in hooks:
             hook.before_pipeline(graph, self.steps)
-        current = snapshot(graph)
+        current = graph if in_place else snapshot(graph)
         for step in self.steps:
             current = self._run_step(step, current, hooks)
         for hook in reversed(hooks):

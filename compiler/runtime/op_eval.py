@@ -11,8 +11,8 @@ from typing import Sequence
 import numpy as np
 
 from compiler.errors import GttcError
-from compiler.limits import ResourceLimitError, check_tensor_size
 from compiler.ir.graph import Op
+from compiler.limits import ResourceLimitError, check_tensor_size
 from compiler.runtime.kernels import KERNELS, KernelError, get_kernel
 
 # Ops that only forward their first operand (no arithmetic, no copy needed).
@@ -66,7 +66,7 @@ def run_kernel(op: Op, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 def _describe(inputs: Sequence[np.ndarray]) -> str:
-    """`[f32[1,8], i32[2]]`: what a kernel was given, for its error message."""
+    """`[float32[1, 8], int32[2]]`: what a kernel was given, for its error message."""
     parts = [f"{np.asarray(x).dtype}{list(np.shape(x))}" for x in inputs]
     return "[" + ", ".join(parts) + "]"
 

@@ -119,3 +119,35 @@ def test_clone_is_independent():
     verify(c)
     verify(g)
     assert "out" in g and "out" not in c
+
+
+def _hub_graph(users: int) -> Graph:
+    g = Graph()
+    hub = g.create_op("NoOp", "hub", result_types=[])
+    other = g.create_op("NoOp", "other", result_types=[])
+    for i in range(users):
+        user = g.create_op("NoOp", f"u{i}", result_types=[])
+        user.set_control_deps([other, hub] if i % 2 else [hub])
+    return g
+
+
+def test_hand_control_users_to_keeps_each_dependency_in_place():
+    g = _hub_graph(6)
+    new = g.create_op("NoOp", "new", result_types=[])
+    assert g.op("hub").hand_control_users_to(new) == 6
+    assert [d.name for d in g.op("u1").control_deps] == ["other", "new"]
+    assert [d.name for d in g.op("u2").control_deps] == ["new"]
+    assert g.op("hub").control_users == [] and len(new.control_users) == 6
+    verify(g)
+
+
+def test_set_control_deps_keeps_kept_entries_and_stays_consistent():
+    g = _hub_graph(4)
+    user = g.op("u1")
+    user.set_control_deps([g.op("hub")])            # drop one, keep one
+    assert g.op("other").control_users.count(user) == 0 and g.op("hub").control_users.count(user) == 1
+    user.set_control_deps([g.op("hub"), g.op("hub")])  # duplicates rebuild both sides
+    assert g.op("hub").control_users.count(user) == 2
+    user.set_control_deps([])
+    assert user not in g.op("hub").control_users
+    verify(g)

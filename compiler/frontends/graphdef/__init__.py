@@ -26,4 +26,5 @@ def load_graph_bytes(data: bytes, where: str = "<bytes>") -> Graph:
     return import_graphdef(parse_graphdef(data, where), where)
 
 
-__all__ = ["import_graphdef", "load_graph", "load_graph_bytes", "lower_graphdef", "parse_graphdef", "read_graphdef_file"]
+__all__ = ["import_graphdef", "load_graph", "load_graph_bytes", "lower_graphdef", "parse_graphdef",
+           "read_graphdef_file"]

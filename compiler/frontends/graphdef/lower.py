@@ -109,7 +109,7 @@ def _check_port(node: Any, count: int, port: int, reader: str, where: str) -> No
     if op_def(node.op) is not None or port > MAX_UNREGISTERED_PORT:
         noun = "output" if count == 1 else "outputs"
         raise SignatureError(f"{where}: node '{reader}' reads output {port} of '{node.name}' ({node.op}), "
-                         f"which has {count} {noun}")
+                             f"which has {count} {noun}")
 
 
 def _node_extras(node: Any) -> bytes:

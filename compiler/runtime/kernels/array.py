@@ -560,7 +560,8 @@ def _space_to_batch_nd(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     blocks = int_vector(block_shape)
     m = len(blocks)
     pads = np.asarray(paddings).reshape(m, 2).tolist()
-    checked_shape([d + sum(p) for d, p in zip(x.shape[1:], pads)], x.itemsize * x.shape[0])
+    padded = [d + sum(p) for d, p in zip(x.shape[1:1 + m], pads)]
+    checked_shape([x.shape[0], *padded, *x.shape[1 + m:]], x.itemsize)
     x = np.pad(x, [(0, 0)] + [tuple(p) for p in pads] + [(0, 0)] * (x.ndim - 1 - m))
     spatial = x.shape[1:1 + m]
     if any(s % b for s, b in zip(spatial, blocks)):
