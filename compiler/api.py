@@ -53,7 +53,10 @@ def transform_graph(graph_def_bytes: bytes, inputs: Sequence[str], outputs: Sequ
     """TensorFlow's TransformGraph: run a GTT transforms string on a serialized GraphDef."""
     manager = build_pass_manager(inputs, outputs, transforms=transforms)
     with collector_paused():
-        return emit_graphdef_bytes(_run(manager, graph_def_bytes, inputs, outputs).graph)
+        graph = _run(manager, graph_def_bytes, inputs, outputs).graph
+        data = emit_graphdef_bytes(graph)
+        graph.release()  # no one else holds it: freed now, not by the collector
+        return data
 
 
 class CompileResult(NamedTuple):

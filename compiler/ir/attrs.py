@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, MutableMapping, Optional
 
 
-
 def attr_text(value: object) -> str:
     """A string attribute as `str`: an `s` attribute that is not UTF-8 stays `bytes` (see above)."""
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -73,14 +72,29 @@ class AttrMap(MutableMapping[str, Any]):
         self._sources: dict[str, Any] = dict(sources or {})
         self._decode = decode
 
-    def __getitem__(self, name: str) -> Any:
+    @classmethod
+    def encoded(cls, sources: dict[str, Any], decode: Callable[[Any], Any]) -> "AttrMap":
+        """A map of attributes still in their source encoding, taking `sources` over uncopied
+        (the frontend builds one per node and keeps no other reference to it)."""
+        attrs = cls.__new__(cls)
+        attrs._values, attrs._sources, attrs._decode = {}, sources, decode
+        return attrs
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The value of `name` (decoded on first access), or `default`; no KeyError raised and caught."""
         value = self._values.get(name, _MISSING)
+        if value is not _MISSING:
+            return value
+        source = self._sources.get(name, _MISSING)
+        if source is _MISSING:
+            return default
+        value = self._values[name] = self._decode(source)  # type: ignore[misc]
+        return value
+
+    def __getitem__(self, name: str) -> Any:
+        value = self.get(name, _MISSING)
         if value is _MISSING:
-            source = self._sources.get(name, _MISSING)
-            if source is _MISSING:
-                raise KeyError(name)
-            value = self._decode(source)  # type: ignore[misc]
-            self._values[name] = value
+            raise KeyError(name)
         return value
 
     def __setitem__(self, name: str, value: Any) -> None:
@@ -115,7 +129,17 @@ class AttrMap(MutableMapping[str, Any]):
         return self._sources.get(name)
 
     def copy(self) -> "AttrMap":
-        return AttrMap(self._values, self._sources, self._decode)
+        copied = AttrMap.__new__(AttrMap)
+        copied._values, copied._sources, copied._decode = dict(self._values), dict(self._sources), self._decode
+        return copied
+
+    def contents(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A copy of what this map holds, for `restore_contents` (a pass that fails is undone in place)."""
+        return dict(self._values), dict(self._sources)
+
+    def restore_contents(self, contents: tuple[dict[str, Any], dict[str, Any]]) -> None:
+        values, sources = contents
+        self._values, self._sources = dict(values), dict(sources)
 
     def __repr__(self) -> str:
         return "{" + ", ".join(f"{k}={self[k]!r}" for k in self) + "}"

@@ -414,26 +414,143 @@ class Graph:
                 user.add_control_dep(provider)
         self.erase_op(old)
 
+    def release(self) -> None:
+        """Empty the graph, breaking the reference cycles between its ops and values.
+
+        Ops and values point at each other, so a dropped graph is freed only by the
+        cyclic collector, which must then visit every object of it.  A caller that is
+        done with a graph (the API after emitting it) releases it instead, and
+        reference counting frees it at once.
+        """
+        op = self._first
+        while op is not None:
+            nxt = op._next
+            for value in op.results:
+                value.uses = []
+            op.results = []
+            op._operands = []
+            op._control_deps = []
+            op.control_users = []
+            op._prev = op._next = None
+            op.graph = None
+            op = nxt
+        self._first = self._last = None
+        self._by_name = {}
+
+    @staticmethod
+    def hand_over_control_users(moves: Sequence[tuple[Op, Op]]) -> int:
+        """`old.hand_control_users_to(new)` for each (old, new) in turn, with the same result, but
+        each affected op's dependency list is rebuilt once: a NoOp that waits on hundreds of
+        removed Identities costs one pass over its list, not one per Identity.
+
+        Returns how many (old, user) pairs moved.  Chains (a `new` that is also an `old`)
+        go one move at a time.
+        """
+        target = dict(moves)
+        if len(target) != len(moves) or any(new in target for new in target.values()):
+            return sum(old.hand_control_users_to(new) for old, new in moves)
+        touched: dict[Op, None] = {}
+        moved = 0
+        for old, new in moves:
+            entries: dict[Op, list[Op]] = {}  # one entry per edge, grouped by user in first-use order
+            for user in old.control_users:
+                entries.setdefault(user, []).append(user)
+            for same_user in entries.values():
+                new.control_users.extend(same_user)
+            touched.update(dict.fromkeys(entries))
+            moved += len(entries)
+            old.control_users = []
+        for user in touched:
+            user._control_deps = [target.get(dep, dep) for dep in user._control_deps]
+        return moved
+
     def clone(self) -> "Graph":
-        """A deep structural copy (tensors and attribute sources are shared, they are immutable)."""
+        """A deep structural copy (tensors and attribute sources are shared, they are immutable).
+
+        Use-lists and control_users of the copy list their entries in op order."""
         out = Graph()
         out.versions = Versions(self.versions.producer, self.versions.min_consumer, self.versions.bad_consumers)
         ex = self.extras
         out.extras = GraphExtras(ex.library, ex.has_versions, ex.legacy_version, ex.debug_info, ex.unknown, dict(ex.misc))
-        mapping: dict[Op, Op] = {}
-        for op in self:
-            new = Op(op.type, op.name, op.attrs.copy(), op.device)
+        ops = list(self)
+        copies = [Op(op.type, op._name, op.attrs.copy(), op.device) for op in ops]
+        mapping = dict(zip(ops, copies))
+        for op, new in zip(ops, copies):
             new.extras = op.extras
             new.explicit_port0 = op.explicit_port0
             new.results = [Value(new, v.index, v.dtype, v.shape) for v in op.results]
-            mapping[op] = new
-            out._link(new)
-        for op, new in mapping.items():
-            for v in op.operands:
-                new.append_operand(mapping[v.op].results[v.index])
-            for dep in op.control_deps:
-                new.add_control_dep(mapping[dep])
+        for op, new in zip(ops, copies):
+            operands = [mapping[v.op].results[v.index] for v in op._operands]
+            new._operands = operands
+            for i, value in enumerate(operands):
+                value.uses.append((new, i))
+            if op._control_deps:  # as add_control_dep would: a duplicate is not copied
+                new._control_deps = list(dict.fromkeys(mapping[dep] for dep in op._control_deps))
+                for dep in new._control_deps:
+                    dep.control_users.append(new)
+        out._relink(copies)
         return out
+
+    def _relink(self, ops: list[Op]) -> None:
+        """Make `ops`, in this order, the graph's whole op list and name table."""
+        prev: Optional[Op] = None
+        for op in ops:
+            op.graph = self
+            op._prev = prev
+            if prev is not None:
+                prev._next = op
+            prev = op
+        if prev is not None:
+            prev._next = None
+        self._first = ops[0] if ops else None
+        self._last = prev
+        self._by_name = {op._name: op for op in ops}
+
+
+class Checkpoint:
+    """What a graph holds right now, to put back in place if a pass fails.
+
+    Nothing is copied but the lists and maps a pass can change: every op's and value's
+    fields, operand, result, control and use lists, attribute maps, the op order and the
+    graph-level extras.  Ops and values are the same objects after `restore`, so
+    references into the graph stay good; ops the failed pass created drop out.
+    """
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.ops = list(graph)
+        self.op_states = [(op.type, op._name, op.attrs, op.attrs.contents(), op._operands[:], op.results[:],
+                           op._control_deps[:], op.control_users[:], op.device, op.extras, op.explicit_port0)
+                          for op in self.ops]
+        self.value_states = [(v, v.op, v.index, v.dtype, v.shape, v.uses[:]) for op in self.ops for v in op.results]
+        v = graph.versions
+        self.versions = (v.producer, v.min_consumer, v.bad_consumers)
+        ex = graph.extras
+        self.extras = (_copy_library(ex.library), ex.has_versions, ex.legacy_version, ex.debug_info, ex.unknown,
+                       dict(ex.misc))
+
+    def restore(self) -> None:
+        """Put the graph back as it was when the checkpoint was taken (any number of times)."""
+        for op, state in zip(self.ops, self.op_states):
+            (op.type, op._name, op.attrs, contents, operands, results, deps, users, op.device, op.extras,
+             op.explicit_port0) = state
+            op.attrs.restore_contents(contents)
+            op._operands, op.results, op._control_deps, op.control_users = operands[:], results[:], deps[:], users[:]
+        for value, op, index, dtype, shape, uses in self.value_states:
+            value.op, value.index, value.dtype, value.shape, value.uses = op, index, dtype, shape, uses[:]
+        self.graph._relink(self.ops)
+        self.graph.versions = Versions(*self.versions)
+        library, *rest, misc = self.extras
+        self.graph.extras = GraphExtras(_copy_library(library), *rest, dict(misc))
+
+
+def _copy_library(library: Any) -> Any:
+    """A function library is a mutable protobuf message: copy it whole."""
+    if library is None:
+        return None
+    copied = type(library)()
+    copied.CopyFrom(library)
+    return copied
 
 
 def split_tensor_name(tensor_name: str) -> tuple[str, int]:
@@ -444,4 +561,4 @@ def split_tensor_name(tensor_name: str) -> tuple[str, int]:
     return tensor_name, 0
 
 
-__all__ = ["Graph", "Op", "Value", "Versions", "GraphExtras", "IRError", "split_tensor_name", "UNKNOWN_SHAPE"]
+__all__ = ["Checkpoint", "Graph", "Op", "Value", "Versions", "GraphExtras", "IRError", "split_tensor_name", "UNKNOWN_SHAPE"]

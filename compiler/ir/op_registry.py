@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -59,14 +60,36 @@ def attr_default_sources(op_type: str) -> dict[str, Any]:
     return {a.name: a.default_value for a in found.attr if a.HasField("default_value")}
 
 
-def _lookup(attrs: Mapping[str, Any], defaults: Mapping[str, Any], name: str) -> Any:
-    if name in attrs:
-        return attrs[name]
-    return defaults.get(name)
-
-
 # More results than any real op has: a corrupt count, refused before a list that size is built.
 MAX_RESULTS = 1 << 16
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class _OutputArg:
+    """One output_arg of an OpDef, read out of its message once."""
+
+    type: Optional[DType]  # a fixed type, or None when an attribute gives it
+    type_attr: str
+    number_attr: str
+    type_list_attr: str
+
+
+@functools.lru_cache(maxsize=None)
+def _output_args(op_type: str) -> Optional[tuple[_OutputArg, ...]]:
+    """The op's output args as plain values (None for an unregistered op): every node of a
+    type asks the same questions of its OpDef, so they are answered from protobuf once."""
+    found = op_def(op_type)
+    if found is None:
+        return None
+    return tuple(_OutputArg(DType(arg.type) if arg.type else None, arg.type_attr, arg.number_attr,
+                            arg.type_list_attr) for arg in found.output_arg)
+
+
+def _lookup(attrs: Mapping[str, Any], defaults: Mapping[str, Any], name: str) -> Any:
+    value = attrs.get(name, _MISSING)
+    return defaults.get(name) if value is _MISSING else value
 
 
 def infer_result_types(op_type: str, attrs: Mapping[str, Any]) -> list[tuple[Optional[DType], Shape]]:
@@ -74,24 +97,32 @@ def infer_result_types(op_type: str, attrs: Mapping[str, Any]) -> list[tuple[Opt
 
     Shapes come only from what the op states outright (`_output_shapes`,
     a Const's value, a Placeholder's shape); everything else is unknown.
+    Every node of a graph comes through here at load, so the common case (one
+    output typed by one attribute) takes few calls.
     """
-    found = op_def(op_type)
-    if found is None:
+    args = _output_args(op_type)
+    if args is None:
         dtypes: list[Optional[DType]] = [None]
+    elif len(args) == 1 and not args[0].number_attr and not args[0].type_list_attr:
+        dtype = args[0].type
+        if dtype is None:
+            dtype = attrs.get(args[0].type_attr, _MISSING)
+            if dtype is _MISSING:
+                dtype = attr_defaults(op_type).get(args[0].type_attr)
+        dtypes = [dtype if isinstance(dtype, DType) else None]
     else:
         defaults = attr_defaults(op_type)
         dtypes = []
-        for arg in found.output_arg:
+        for arg in args:
             dtypes.extend(_arg_types(arg, attrs, defaults))
-    shapes = _stated_shapes(op_type, attrs, len(dtypes))
-    return list(zip(dtypes, shapes))
+    return list(zip(dtypes, _stated_shapes(op_type, attrs, len(dtypes))))
 
 
-def _arg_types(arg: Any, attrs: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[Optional[DType]]:
+def _arg_types(arg: _OutputArg, attrs: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[Optional[DType]]:
     if arg.type_list_attr:
         types = _lookup(attrs, defaults, arg.type_list_attr)
         return [t if isinstance(t, DType) else None for t in types] if isinstance(types, tuple) else []
-    dtype: Any = DType(arg.type) if arg.type else _lookup(attrs, defaults, arg.type_attr)
+    dtype: Any = arg.type if arg.type is not None else _lookup(attrs, defaults, arg.type_attr)
     if not isinstance(dtype, DType):
         dtype = None
     if arg.number_attr:
@@ -104,15 +135,21 @@ def _arg_types(arg: Any, attrs: Mapping[str, Any], defaults: Mapping[str, Any]) 
 
 def _stated_shapes(op_type: str, attrs: Mapping[str, Any], count: int) -> list[Shape]:
     shapes = [UNKNOWN_SHAPE] * count
-    if "_output_shapes" in attrs:
-        stated = attrs["_output_shapes"]
-        if isinstance(stated, tuple):
-            for i, s in enumerate(stated[:count]):
-                if isinstance(s, Shape):
-                    shapes[i] = s
-    if count and op_type == "Const" and "value" in attrs:
-        value = attrs["value"]
-        shapes[0] = Shape(tuple(value.shape)) if hasattr(value, "shape") else UNKNOWN_SHAPE
+    stated = attrs.get("_output_shapes", _MISSING)
+    if isinstance(stated, tuple):
+        for i, s in enumerate(stated[:count]):
+            if isinstance(s, Shape):
+                shapes[i] = s
+    if count and op_type == "Const":
+        value = attrs.get("value", _MISSING)
+        if value is not _MISSING:
+            shapes[0] = _known_shape(tuple(value.shape)) if hasattr(value, "shape") else UNKNOWN_SHAPE
     elif count and op_type in ("Placeholder", "PlaceholderWithDefault") and isinstance(attrs.get("shape"), Shape):
         shapes[0] = attrs["shape"]
     return shapes
+
+
+@functools.lru_cache(maxsize=4096)
+def _known_shape(dims: tuple[int, ...]) -> Shape:
+    """One Shape per distinct constant shape (shapes are immutable; weights repeat a few shapes)."""
+    return Shape(dims)

@@ -3,6 +3,11 @@
 The verifier proves the mutation API was used correctly: operands are
 defined in this graph, use-lists mirror operands exactly, names are unique,
 and the only cycles are TF1 loop back-edges (NextIteration feeding Merge).
+
+It runs after every pass, so it comes in two halves.  `_holds` is one tight
+linear sweep that answers only "valid or not"; it is sound on its own (it
+passes only graphs that keep every invariant).  When it says no, the
+detailed checks below find the first broken invariant and name it.
 """
 from __future__ import annotations
 
@@ -15,12 +20,10 @@ _BACK_EDGE_SOURCES = ("NextIteration", "RefNextIteration")
 
 
 def verify(graph: Graph) -> None:
-    """Raise VerificationError naming the first broken invariant.
-
-    It runs after every pass, so it is linear: each operand slot, use-list entry
-    and control edge is looked at a constant number of times.
-    """
+    """Raise VerificationError naming the first broken invariant."""
     ops = list(graph)
+    if _holds(graph, ops):
+        return
     members = set(map(id, ops))
     if len(ops) != len(graph):
         raise VerificationError(f"op list has {len(ops)} ops but the name table has {len(graph)}")
@@ -36,11 +39,80 @@ def verify(graph: Graph) -> None:
     _verify_acyclic(ops)
 
 
+def _holds(graph: Graph, ops: list[Op]) -> bool:
+    """Whether every invariant holds, in one sweep over ops, operand slots and use-list entries.
+
+    Use-lists: every entry names a slot that holds this value and no value lists an entry
+    twice, so with as many entries in all as there are slots each slot is recorded exactly
+    once.  Cycles: only edges pointing backward in the op order (loop back-edges aside) can
+    close one, so Kahn's algorithm runs only over the ops their spans cover, usually none.
+    """
+    if len(ops) != len(graph):
+        return False
+    position = {op: i for i, op in enumerate(ops)}
+    entries = slots = 0
+    backward: list[tuple[int, int]] = []  # (consumer, producer) positions of edges pointing back
+    control: list[Op] = []
+    for here, op in enumerate(ops):
+        if op.graph is not graph or graph.get(op._name) is not op:
+            return False
+        operands = op._operands
+        slots += len(operands)
+        for value in operands:
+            producer = value.op
+            at = position.get(producer)
+            if at is None or value.index >= len(producer.results) or producer.results[value.index] is not value:
+                return False
+            if at >= here and not _is_back_edge(producer, op):
+                backward.append((here, at))
+        for index, value in enumerate(op.results):
+            if value.op is not op or value.index != index:
+                return False
+            uses = value.uses
+            for user, i in uses:
+                if user not in position or not 0 <= i < len(user._operands) or user._operands[i] is not value:
+                    return False
+            if len(uses) > 1 and len(set(uses)) != len(uses):
+                return False
+            entries += len(uses)
+        for dep in op._control_deps:
+            at = position.get(dep)
+            if at is None:
+                return False
+            if at >= here:
+                backward.append((here, at))
+        if op._control_deps or op.control_users:
+            control.append(op)
+    if entries != slots or not _control_edges_agree(control):
+        return False
+    return not backward or _is_acyclic(_spanned(ops, backward))
+
+
+def _spanned(ops: list[Op], spans: list[tuple[int, int]]) -> list[Op]:
+    """The ops whose positions some span covers.  Every op on a cycle is covered: the
+    cycle must come back down past it (or leave it) through an edge pointing backward."""
+    covered: list[Op] = []
+    end = -1
+    for low, high in sorted(spans):
+        start = max(low, end + 1)
+        if start <= high:
+            covered.extend(ops[start:high + 1])
+            end = high
+    return covered
+
+
+def _control_edges_agree(ops: list[Op]) -> bool:
+    """The control_deps lists and the control_users lists name the same edges."""
+    deps_side = {(dep, op) for op in ops for dep in op._control_deps}
+    users_side = {(op, user) for op in ops for user in op.control_users}
+    return deps_side == users_side
+
+
 def _verify_operands(op: Op, members: set[int]) -> None:
     for i, value in enumerate(op._operands):
         if id(value.op) not in members:
             raise VerificationError(f"op '{op.name}' operand {i} is defined by '{value.op.name}', which is not in the graph")
-        if value.op.results[value.index] is not value:
+        if value.index >= len(value.op.results) or value.op.results[value.index] is not value:
             raise VerificationError(f"op '{op.name}' operand {i} is a stale value of '{value.op.name}'")
 
 
@@ -51,7 +123,7 @@ def _verify_results(op: Op, members: set[int]) -> None:
         for user, i in value.uses:
             if id(user) not in members:
                 raise VerificationError(f"'{value.name}' has a dangling use by erased op '{user.name}'")
-            if i >= len(user._operands) or user._operands[i] is not value:
+            if not 0 <= i < len(user._operands) or user._operands[i] is not value:
                 raise VerificationError(f"'{value.name}' records a use by '{user.name}' operand {i} that does not exist")
 
 
@@ -93,26 +165,35 @@ def _verify_control(ops: list[Op], members: set[int]) -> None:
 
 
 def _verify_acyclic(ops: list[Op]) -> None:
-    """Kahn's algorithm over data and control edges, ignoring NextIteration -> Merge."""
-    indegree: dict[int, int] = {}
-    succs: dict[int, list[Op]] = {id(op): [] for op in ops}
+    if not _is_acyclic(ops):
+        indegree = _unplaced(ops)
+        stuck = sorted(op.name for op in ops if indegree[op] > 0)
+        raise VerificationError(f"graph has a cycle through {len(stuck)} ops, e.g. '{stuck[0]}'")
+
+
+def _is_acyclic(ops: list[Op]) -> bool:
+    return not any(_unplaced(ops).values())
+
+
+def _unplaced(ops: list[Op]) -> dict[Op, int]:
+    """Kahn's algorithm over the data and control edges among `ops`, ignoring NextIteration ->
+    Merge: the in-degree left on each op, which is zero everywhere exactly when there is no cycle."""
+    indegree: dict[Op, int] = {}
+    succs: dict[Op, list[Op]] = {op: [] for op in ops}
     for op in ops:
         preds = [v.op for v in op._operands if not _is_back_edge(v.op, op)] + op._control_deps
-        indegree[id(op)] = len(preds)
+        preds = [p for p in preds if p in succs]
+        indegree[op] = len(preds)
         for p in preds:
-            succs[id(p)].append(op)
-    ready = [op for op in ops if indegree[id(op)] == 0]
-    seen = 0
+            succs[p].append(op)
+    ready = [op for op in ops if indegree[op] == 0]
     while ready:
         op = ready.pop()
-        seen += 1
-        for s in succs[id(op)]:
-            indegree[id(s)] -= 1
-            if indegree[id(s)] == 0:
+        for s in succs[op]:
+            indegree[s] -= 1
+            if indegree[s] == 0:
                 ready.append(s)
-    if seen != len(ops):
-        stuck = sorted(op.name for op in ops if indegree[id(op)] > 0)
-        raise VerificationError(f"graph has a cycle through {len(stuck)} ops, e.g. '{stuck[0]}'")
+    return indegree
 
 
 def _is_back_edge(source: Op, target: Op) -> bool:

@@ -7,12 +7,15 @@ and prerequisites (`Pass.requires` must appear earlier).  With
 needs it instead, and the report says so.
 
 Running: the manager works on its own copy of the input graph, so the
-caller's graph is never touched; the result is `PipelineReport.graph`.  A
-pass given `ignore_errors=true` runs against a snapshot: if it raises, the
-error goes into the report, the snapshot becomes the graph again and the
-pipeline goes on.  Any other failure stops the run with a PassFailure naming
-the pass.  `ignore_errors` covers errors a pass raises, not IR it leaves
-broken: the verifier stops the run either way, as GTT's IsGraphValid does.
+caller's graph is never touched (a caller that loaded the graph only to
+compile it hands it over with `in_place`); the result is
+`PipelineReport.graph`.  A pass given `ignore_errors=true` runs after a
+checkpoint (`Checkpoint` saves the lists and fields a pass can change and
+builds no new ops): if it raises, the error goes into the report, the graph
+is put back as it was, in place, and the pipeline goes on.  Any other
+failure stops the run with a PassFailure naming the pass.  `ignore_errors`
+covers errors a pass raises, not IR it leaves broken: the verifier stops
+the run either way, as GTT's IsGraphValid does.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, TextIO
 
 from compiler.errors import GttcError, PassFailure, PipelineError, PluginError
-from compiler.ir.graph import Graph
+from compiler.ir.graph import Checkpoint, Graph
 from compiler.passes.base import PASS_REGISTRY, Pass, PassContext, PassResult
 from compiler.passes.instruments import (
     Instrument, PassOutcome, PipelineReport, ReportInstrument, VerifierInstrument, default_instruments,
@@ -174,12 +177,12 @@ class PassManager:
         return recorder.report(current, self.notes)
 
     def _run_step(self, step: PipelineStep, graph: Graph, hooks: Sequence[Instrument]) -> Graph:
-        fallback = snapshot(graph) if step.ignore_errors else None
+        checkpoint = Checkpoint(graph) if step.ignore_errors else None
         for hook in hooks:
             hook.before_pass(graph, step)
         outcome = execute_step(step, graph)
-        if outcome.failed and fallback is not None:
-            graph = fallback
+        if outcome.failed and checkpoint is not None:
+            checkpoint.restore()
         for hook in reversed(hooks):
             hook.after_pass(graph, step, outcome)
         return graph

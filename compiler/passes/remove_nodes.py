@@ -147,6 +147,8 @@ def remove_round(graph: Graph, op_type: str, num_inputs: int, guard: RemovalGuar
         return 0
     order = order_after_round(graph, matches)
     removed = [m.head for m in matches if not m.kept]
+    # Control users go first, all at once: a hub waiting on many of the removed ops is rebuilt once.
+    graph.hand_over_control_users([(op, op.operands[0].op) for op in removed])
     for op in removed:
         bypass(graph, op)
     graph.reorder(order)
@@ -198,7 +200,8 @@ def order_after_round(graph: Graph, matches: list[Match]) -> list[Op]:
 def bypass(graph: Graph, op: Op) -> None:
     """Rewire users of `op` to its input (spelled as `op` spelled it) and erase `op`.
 
-    Control users now depend on the input's producer, in place.
+    Control users now depend on the input's producer, in place (already done for a
+    whole round by `remove_round`, which leaves nothing to move here).
     """
     source = op.operands[0]
     redirect_uses(op.results[0], source, explicit_port0=source.index == 0 and 0 in op.explicit_port0)

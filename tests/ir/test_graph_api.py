@@ -151,3 +151,33 @@ def test_set_control_deps_keeps_kept_entries_and_stays_consistent():
     user.set_control_deps([])
     assert user not in g.op("hub").control_users
     verify(g)
+
+
+def _control_state(g: Graph) -> list[tuple[str, list[str], list[str]]]:
+    return [(op.name, [d.name for d in op.control_deps], [u.name for u in op.control_users]) for op in g]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_hand_over_control_users_matches_one_move_at_a_time(seed):
+    """Random control edges (duplicates included) and moves (chains in odd seeds): the batch
+    leaves exactly the lists that handing over one op after the other leaves."""
+    rng = np.random.default_rng(seed)
+    graphs = []
+    for _ in range(2):
+        g = Graph()
+        ops = [g.create_op("NoOp", f"n{i}", result_types=[]) for i in range(16)]
+        graphs.append((g, ops))
+    # users 6..11 wait on 0..5; ops move to 12..15, or in odd seeds also to one another
+    edges = [(int(rng.integers(6, 12)), int(rng.integers(0, 6))) for _ in range(30)]
+    olds = [int(i) for i in rng.choice(6, size=4, replace=False)]
+    targets = [*range(6), *range(12, 16)] if seed % 2 else list(range(12, 16))
+    news = [int(rng.choice([t for t in targets if t != o])) for o in olds]
+    for g, ops in graphs:
+        for user, dep in edges:
+            ops[user].set_control_deps([*ops[user].control_deps, ops[dep]])
+    (one, one_ops), (batch, batch_ops) = graphs
+    for o, n in zip(olds, news):
+        one_ops[o].hand_control_users_to(one_ops[n])
+    Graph.hand_over_control_users([(batch_ops[o], batch_ops[n]) for o, n in zip(olds, news)])
+    assert _control_state(batch) == _control_state(one)
+    verify(batch)

@@ -13,7 +13,7 @@ from google.protobuf import text_format
 from compiler.ir.graph import Graph, Op
 from compiler.proto import graph_pb2, versions_pb2
 from compiler.proto.codec import attr_bytes
-from compiler.proto.wire import field_bytes, field_string, field_varint, length_prefix
+from compiler.proto.wire import field_bytes, field_varint, length_prefix, varint
 
 _NODE, _LIBRARY, _LEGACY_VERSION, _VERSIONS, _DEBUG_INFO = 1, 2, 3, 4, 5
 
@@ -31,25 +31,36 @@ def input_strings(op: Op) -> list[str]:
     return out
 
 
+# NodeDef fields 1-5 (name, op, input, device, attr) and an attr map entry's key (1) and value (2),
+# all length-delimited: their tags are one byte each.
+_NAME, _OP, _INPUT, _DEVICE, _ATTR = b"\x0a", b"\x12", b"\x1a", b"\x22", b"\x2a"
+_ENTRY_KEY, _ENTRY_VALUE = b"\x0a", b"\x12"
+
+
+def _string_field(tag: bytes, text: str) -> bytes:
+    data = text.encode("utf-8")
+    return tag + varint(len(data)) + data
+
+
 def node_chunks(op: Op) -> list[bytes]:
     """One NodeDef as byte chunks, fields in field-number order like protobuf writes them.
 
     Chunks rather than one bytes object: big tensors are then copied once,
     by the final join, instead of once per level of message nesting.
     """
-    chunks = [field_string(1, op.name)]
+    chunks = [_string_field(_NAME, op.name)]
     if op.type:
-        chunks.append(field_string(2, op.type))
-    chunks.extend(field_string(3, text) for text in input_strings(op))
+        chunks.append(_string_field(_OP, op.type))
+    chunks.extend([_string_field(_INPUT, text) for text in input_strings(op)])
     if op.device:
-        chunks.append(field_string(4, op.device))
-    attrs = op.attrs
-    for key in attrs:
-        source = attrs.source(key)
-        value = source.SerializeToString(deterministic=True) if source is not None else attr_bytes(attrs[key])
-        entry = [field_string(1, key), length_prefix(2, len(value)), value]
-        chunks.append(length_prefix(5, sum(map(len, entry))))
-        chunks.extend(entry)
+        chunks.append(_string_field(_DEVICE, op.device))
+    sources, assigned = op.attrs.encodings()
+    for key in sorted(sources.keys() | assigned.keys()) if assigned else sorted(sources):
+        source = sources.get(key)
+        value = source.SerializeToString(deterministic=True) if source is not None else attr_bytes(assigned[key])
+        head = _string_field(_ENTRY_KEY, key) + _ENTRY_VALUE + varint(len(value))
+        chunks.append(_ATTR + varint(len(head) + len(value)) + head)
+        chunks.append(value)
     chunks.append(op.extras)
     return chunks
 
