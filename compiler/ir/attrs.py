@@ -97,17 +97,21 @@ class AttrMap(MutableMapping[str, Any]):
             raise KeyError(name)
         return value
 
+    # Writes replace the dicts rather than change them (copy on write), so `contents` can hand
+    # out the dicts themselves.  Caching a decoded source in `_values` is the one change made in
+    # place: a cached entry is what decoding that same source gives, true in any later state.
     def __setitem__(self, name: str, value: Any) -> None:
         if isinstance(value, list):
             value = tuple(value)
-        self._values[name] = value
-        self._sources.pop(name, None)
+        self._values = {**self._values, name: value}
+        if name in self._sources:
+            self._sources = {k: v for k, v in self._sources.items() if k != name}
 
     def __delitem__(self, name: str) -> None:
-        found = self._values.pop(name, _MISSING) is not _MISSING
-        found = self._sources.pop(name, _MISSING) is not _MISSING or found
-        if not found:
+        if name not in self:
             raise KeyError(name)
+        self._values = {k: v for k, v in self._values.items() if k != name}
+        self._sources = {k: v for k, v in self._sources.items() if k != name}
 
     def __contains__(self, name: object) -> bool:
         return name in self._values or name in self._sources
@@ -134,12 +138,12 @@ class AttrMap(MutableMapping[str, Any]):
         return copied
 
     def contents(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A copy of what this map holds, for `restore_contents` (a pass that fails is undone in place)."""
-        return dict(self._values), dict(self._sources)
+        """What this map holds now, for `restore_contents` (a pass that fails is undone in place).
+        No copy is made: writes replace the dicts instead of changing them."""
+        return self._values, self._sources
 
     def restore_contents(self, contents: tuple[dict[str, Any], dict[str, Any]]) -> None:
-        values, sources = contents
-        self._values, self._sources = dict(values), dict(sources)
+        self._values, self._sources = contents
 
     def __repr__(self) -> str:
         return "{" + ", ".join(f"{k}={self[k]!r}" for k in self) + "}"

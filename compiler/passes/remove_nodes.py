@@ -142,6 +142,8 @@ def colocation_targets(graph: Graph) -> set[str]:
 
 def remove_round(graph: Graph, op_type: str, num_inputs: int, guard: RemovalGuard) -> int:
     """One GTT round: match in execution order, reorder, bypass; returns how many ops went."""
+    if not any(op.type == op_type and len(op.operands) == num_inputs for op in graph):
+        return 0  # nothing to match: skip ordering the whole graph
     matches = find_matches(graph, op_type, num_inputs, guard)
     if not matches:
         return 0

@@ -71,3 +71,21 @@ def test_restore_brings_back_the_function_library():
     g.extras.library.function[0].signature.name = "renamed"
     checkpoint.restore()
     assert g.extras.library.function[0].signature.name == name
+
+
+def test_attr_contents_survive_writes_reads_and_deletes():
+    """`contents` hands out the map's own dicts, so every write must replace them, not change
+    them; a value decoded and cached after the checkpoint is still the same value after restore."""
+    from compiler.ir.attrs import AttrMap
+
+    attrs = AttrMap(values={"a": 1}, sources={"b": "2", "c": "3"}, decode=int)
+    saved = attrs.contents()
+    assert attrs["b"] == 2  # decoded and cached
+    attrs["a"] = 10
+    attrs["c"] = 30
+    del attrs["b"]
+    attrs.setdefault("d", 4)
+    assert dict(attrs) == {"a": 10, "c": 30, "d": 4}
+    attrs.restore_contents(saved)
+    assert dict(attrs) == {"a": 1, "b": 2, "c": 3}
+    assert attrs.source("c") == "3"

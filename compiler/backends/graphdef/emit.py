@@ -8,11 +8,14 @@ gives the same bytes.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf import text_format
 
 from compiler.ir.graph import Graph, Op
+from compiler.ir.tensor import Tensor
 from compiler.proto import graph_pb2, versions_pb2
-from compiler.proto.codec import attr_bytes
+from compiler.proto.codec import attr_bytes, tensor_attr_chunks
 from compiler.proto.wire import field_bytes, field_varint, length_prefix, varint
 
 _NODE, _LIBRARY, _LEGACY_VERSION, _VERSIONS, _DEBUG_INFO = 1, 2, 3, 4, 5
@@ -42,11 +45,12 @@ def _string_field(tag: bytes, text: str) -> bytes:
     return tag + varint(len(data)) + data
 
 
-def node_chunks(op: Op) -> list[bytes]:
+def node_chunks(op: Op) -> list[Any]:
     """One NodeDef as byte chunks, fields in field-number order like protobuf writes them.
 
-    Chunks rather than one bytes object: big tensors are then copied once,
-    by the final join, instead of once per level of message nesting.
+    Chunks (bytes, or views of a computed tensor's elements) rather than one
+    bytes object: big tensors are then copied once, by the final join,
+    instead of once per level of message nesting.
     """
     chunks = [_string_field(_NAME, op.name)]
     if op.type:
@@ -57,10 +61,16 @@ def node_chunks(op: Op) -> list[bytes]:
     sources, assigned = op.attrs.encodings()
     for key in sorted(sources.keys() | assigned.keys()) if assigned else sorted(sources):
         source = sources.get(key)
-        value = source.SerializeToString(deterministic=True) if source is not None else attr_bytes(assigned[key])
-        head = _string_field(_ENTRY_KEY, key) + _ENTRY_VALUE + varint(len(value))
-        chunks.append(_ATTR + varint(len(head) + len(value)) + head)
-        chunks.append(value)
+        if source is not None:
+            value = [source.SerializeToString(deterministic=True)]
+        else:
+            assigned_value = assigned[key]
+            value = (isinstance(assigned_value, Tensor) and tensor_attr_chunks(assigned_value)
+                     or [attr_bytes(assigned_value)])
+        size = sum(map(len, value))
+        head = _string_field(_ENTRY_KEY, key) + _ENTRY_VALUE + varint(size)
+        chunks.append(_ATTR + varint(len(head) + size) + head)
+        chunks.extend(value)
     chunks.append(op.extras)
     return chunks
 
@@ -70,7 +80,7 @@ def node_bytes(op: Op) -> bytes:
 
 
 def emit_graphdef_bytes(graph: Graph) -> bytes:
-    chunks: list[bytes] = []
+    chunks: list[Any] = []
     for op in graph:
         node = node_chunks(op)
         chunks.append(length_prefix(_NODE, sum(map(len, node))))
