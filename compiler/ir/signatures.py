@@ -31,7 +31,7 @@ from compiler.errors import InputError
 from compiler.ir.attrs import FuncAttr, PlaceholderAttr, RawAttr
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op
-from compiler.ir.op_registry import op_def
+from compiler.ir.op_registry import attr_defaults, op_def
 from compiler.ir.shapes import Shape
 from compiler.ir.tensor import Tensor
 
@@ -215,7 +215,7 @@ class _OpCheck:
     # operands and results --------------------------------------------------------------------------
     def arg_values(self, arg: ArgSpec) -> tuple[int, Any]:
         """How many values an argument stands for, and their dtype (a tuple of them for a type list)."""
-        attrs = self.op.attrs
+        attrs = _WithDefaults(self.op.attrs, attr_defaults(self.op.type))
         if arg.type_list_attr:
             types = attrs.get(arg.type_list_attr, ())
             if not isinstance(types, tuple):
@@ -271,6 +271,17 @@ class _OpCheck:
             declared = self.op.attrs.get("dtype")
             if isinstance(declared, DType) and int(declared) != proto.dtype:
                 self.fail(f"value is {DType(proto.dtype).tf_name} but attribute 'dtype' says {declared.tf_name}")
+
+
+class _WithDefaults:
+    """An op's attributes, falling back on its OpDef's defaults: an operand typed by an attribute
+    the node leaves out (ExpandDims without `Tdim`) has the default type, as TF's importer reads it."""
+
+    def __init__(self, attrs: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
+        self.attrs, self.defaults = attrs, defaults
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.attrs[name] if name in self.attrs else self.defaults.get(name, default)
 
 
 # -- tensor encodings ---------------------------------------------------------------------------------

@@ -249,6 +249,18 @@ def test_training_batch_norm_is_refused():
         export(parse_graph(text), ["x"], ["bn"])
 
 
+def test_batch_norm_of_the_wrong_rank_is_refused():
+    """Found by the fuzzer: a 5-D input used to reach the layout code as if it were NHWC."""
+    text = """graph {
+  %x = Placeholder() {dtype = f32, shape = shape<1,2,2,2,3>} : f32[1,2,2,2,3]
+  %c = Const() {dtype = f32, value = splat<f32[3], 1.0>} : f32[3]
+  %bn = BatchNormWithGlobalNormalization(%x, %c, %c, %c, %c) {T = f32, scale_after_normalization = true, variance_epsilon = 0.001} : f32[*]
+}
+"""
+    with pytest.raises(UnsupportedOpError, match=r"node 'bn'.*rank 5, the op takes 4-D input"):
+        export(parse_graph(text), ["x"], ["bn"])
+
+
 def test_supported_ops_cover_the_raw_fixture_graphs():
     wanted = {"Identity", "Const", "Placeholder", "Conv2D", "DepthwiseConv2dNative", "BiasAdd", "MatMul", "Relu",
               "Relu6", "Rsqrt", "Mul", "Sub", "AddV2", "Add", "Mean", "Pad", "Reshape", "Squeeze", "Softmax",

@@ -55,6 +55,8 @@ def test_fixtures_pass():
      "node 'r' (Relu): attribute 'T' holds an unknown type enum, which is not a TensorFlow data type"),
     (f"node {{ name: 'r' op: 'Relu' input: 'x:3' {FLOAT} }}",
      "node 'r' reads output 3 of 'x' (Placeholder), which has 1 output"),
+    (f"node {{ name: 'e' op: 'ExpandDims' input: 'x' input: 'x' {FLOAT} }}",  # Tdim left to its default
+     "node 'e' (ExpandDims): input 1 ('dim') is float from 'x', the op wants int32"),
     ("node { name: 'c' op: 'ConcatV2' input: 'x' input: 'x' input: 'x'"
      "  attr { key: 'N' value { i: 3 } } attr { key: 'T' value { type: DT_FLOAT } } }",
      "node 'c' (ConcatV2): has 3 data inputs, its definition takes 4 (values, axis)"),
@@ -144,6 +146,7 @@ def test_tensorflow_refuses_what_the_check_refuses():
         "node { name: 'r' op: 'Relu' input: 'x' }",
         "node { name: 'r' op: 'Relu' input: 'x' attr { key: 'T' value { type: DT_INT32 } } }",
         f"node {{ name: 'r' op: 'Relu' input: 'x:3' {FLOAT} }}",
+        f"node {{ name: 'e' op: 'ExpandDims' input: 'x' input: 'x' {FLOAT} }}",
         "node { name: 'c' op: 'ConcatV2' input: 'x' input: 'x'"
         "  attr { key: 'N' value { i: 1 } } attr { key: 'T' value { type: DT_FLOAT } } }",
         "node { name: 'p' op: 'MaxPool' input: 'x' attr { key: 'T' value { type: DT_FLOAT } }"

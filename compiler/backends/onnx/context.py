@@ -128,6 +128,10 @@ class LoweringContext:
             dims = self.shape(value).dims
             if dims is None:
                 raise OnnxExportError(f"value '{value.name}' needs a layout change but its rank is unknown")
+            for wanted in (found.perm, perm):
+                if wanted is not None and len(wanted) != len(dims):
+                    raise OnnxExportError(f"value '{value.name}' has rank {len(dims)}, but a lowering "
+                                          f"stores or reads it in a rank-{len(wanted)} layout")
             self._converted[key] = layout.convert(self, found.tensor, found.perm, perm, dims)
         return self._converted[key]
 

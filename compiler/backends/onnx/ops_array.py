@@ -12,18 +12,28 @@ from typing import Optional, Sequence
 import numpy as np
 
 from compiler.backends.onnx import layout, opset
-from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
 from compiler.backends.onnx.fusion import flatten_concat
 from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.ops_elementwise import broadcast_operands
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
+from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
+
+
+def kept_layout(ctx: LoweringContext, op: Op, found: Lowered) -> Lowered:
+    """`found` (operand 0 as stored) for an op whose result keeps its layout, or operand 0 in TF
+    order when that result's rank is unknown: a permuted tensor of unknown rank cannot be
+    converted back to TF order."""
+    if found.perm is None or ctx.rank(op.results[0]) is not None:
+        return found
+    return Lowered(ctx.value_in(op.operands[0]), None)
 
 
 # -- sources ------------------------------------------------------------------------
@@ -51,14 +61,17 @@ def _reshape(ctx: LoweringContext, op: Op) -> None:
     if out_shape.is_fully_defined:
         target = ctx.ints(out_shape.dims, f"{op.name}/shape")  # type: ignore[arg-type]
     else:
-        target = _int64(ctx, op, 1)
+        target = int64_operand(ctx, op, 1)
     ctx.bind(op.results[0], ctx.emit1(op, "Reshape", [x, target]))
 
 
-def _int64(ctx: LoweringContext, op: Op, index: int) -> str:
-    """An integer operand (shape, sizes, multiples) as ONNX wants it: int64."""
+def int64_operand(ctx: LoweringContext, op: Op, index: int, flat: bool = True) -> str:
+    """An integer operand (shape, sizes, multiples, indices) as ONNX wants it: int64
+    (a constant one flattened to a vector unless `flat` is false)."""
     array = ctx.constant(op.operands[index])
     if array is not None:
+        if not flat:
+            return ctx.initializer(array.astype(np.int64), f"{op.name}/{index}")
         return ctx.ints(array.reshape(-1), f"{op.name}/{index}")
     tensor = ctx.operand(op, index)
     if ctx.dtype(op.operands[index]) == DType.INT64:
@@ -241,12 +254,12 @@ def _slice(ctx: LoweringContext, op: Op) -> None:
 
 
 def _emit_slice(ctx: LoweringContext, op: Op, x: str, specs: Sequence[tuple[int, int, int, int]], perm: Perm,
-                rank: int, main: bool) -> str:
+                rank: Optional[int], main: bool) -> str:
     """ONNX Slice of (logical axis, start, end, step) specs on a tensor stored as `perm`
-    (no node when nothing is cut off)."""
+    (no node when nothing is cut off); in TF order the axes may be negative and the rank unknown."""
     if not specs:
         return x
-    axes = [layout.physical_axis(a, perm, rank) for a, _, _, _ in specs]
+    axes = [a if perm is None else layout.physical_axis(a, perm, rank) for a, _, _, _ in specs]  # type: ignore[arg-type]
     inputs = [x, ctx.ints([s[1] for s in specs], f"{op.name}/starts"), ctx.ints([s[2] for s in specs], f"{op.name}/ends"),
               ctx.ints(axes, f"{op.name}/axes"), ctx.ints([s[3] for s in specs], f"{op.name}/steps")]
     return ctx.emit1(op, "Slice", inputs) if main else ctx.helper1(op, "slice", "Slice", inputs)
@@ -324,6 +337,31 @@ def _gather(ctx: LoweringContext, op: Op) -> None:
     ctx.bind(op.results[0], out, layout.after_removing(perm, [axis], rank) if index_rank == 0 else perm)
 
 
+@lowers("GatherNd")
+def _gather_nd(ctx: LoweringContext, op: Op) -> None:
+    """ONNX GatherND (batch_dims 0) on params in TF order: index tuples name TF axes."""
+    policy = attr_text(op.attr("bad_indices_policy", ""))
+    if policy not in ("", "DEFAULT", "ERROR"):
+        raise UnsupportedOpError(op.type, op.name,
+                                 f"bad_indices_policy {policy} (ONNX GatherND cannot zero bad indices)")
+    dims = ctx.shape(op.operands[1]).dims
+    if dims is not None and (not dims or dims[-1] == 0):
+        raise UnsupportedOpError(op.type, op.name, "indices must have a non-empty last axis for ONNX GatherND")
+    inputs = [ctx.operand(op, 0), int64_operand(ctx, op, 1, flat=False)]
+    ctx.bind(op.results[0], ctx.emit1(op, "GatherND", inputs))
+
+
+@lowers("ReverseV2", layout=AGNOSTIC)
+def _reverse_v2(ctx: LoweringContext, op: Op) -> None:
+    """A Slice stepping back over each reversed axis, in whatever layout the input is stored
+    (an input of unknown rank is in TF order, where ONNX takes negative axes as TF does)."""
+    rank = ctx.rank(op.operands[0])
+    axes = {int(a) for a in ctx.const_operand(op, 1, "the axes").reshape(-1)}
+    specs = [(a, -1, INT64_MIN, -1) for a in sorted(axes if rank is None else {a % rank for a in axes})]
+    found = kept_layout(ctx, op, ctx.agnostic_operand(op))
+    ctx.bind(op.results[0], _emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
+
+
 # -- shapes and fills ------------------------------------------------------------------
 @lowers("Shape")
 def _shape(ctx: LoweringContext, op: Op) -> None:
@@ -353,19 +391,19 @@ def _bind_int(ctx: LoweringContext, op: Op, int64_tensor: str) -> None:
 
 @lowers("Fill")
 def _fill(ctx: LoweringContext, op: Op) -> None:
-    ctx.bind(op.results[0], ctx.emit1(op, "Expand", [ctx.operand(op, 1), _int64(ctx, op, 0)]))
+    ctx.bind(op.results[0], ctx.emit1(op, "Expand", [ctx.operand(op, 1), int64_operand(ctx, op, 0)]))
 
 
 @lowers("BroadcastTo")
 def _broadcast_to(ctx: LoweringContext, op: Op) -> None:
-    ctx.bind(op.results[0], ctx.emit1(op, "Expand", [ctx.operand(op, 0), _int64(ctx, op, 1)]))
+    ctx.bind(op.results[0], ctx.emit1(op, "Expand", [ctx.operand(op, 0), int64_operand(ctx, op, 1)]))
 
 
 @lowers("Tile")
 def _tile(ctx: LoweringContext, op: Op) -> None:
     multiples = ctx.constant(op.operands[1])
     if multiples is None:
-        ctx.bind(op.results[0], ctx.emit1(op, "Tile", [ctx.operand(op, 0), _int64(ctx, op, 1)]))
+        ctx.bind(op.results[0], ctx.emit1(op, "Tile", [ctx.operand(op, 0), int64_operand(ctx, op, 1)]))
         return
     found = ctx.lowered(op.operands[0])
     stored = layout.physical_dims([int(m) for m in multiples.reshape(-1)], found.perm)
@@ -380,3 +418,121 @@ def _filled_like(ctx: LoweringContext, op: Op) -> None:
     fill = ctx.scalar(1 if op.type == "OnesLike" else 0, dtype, "one" if op.type == "OnesLike" else "zero")
     shape = ctx.helper1(op, "shape", "Shape", [found.tensor])
     ctx.bind(op.results[0], ctx.emit1(op, "Expand", [fill, shape]), found.perm)
+
+
+@lowers("OneHot")
+def _one_hot(ctx: LoweringContext, op: Op) -> None:
+    """Where(index == position, on, off) with the positions along the new axis: ONNX OneHot
+    would wrap negative indices, which TF leaves all off."""
+    rank = ctx.rank(op.operands[0])
+    if rank is None:
+        raise UnsupportedOpError(op.type, op.name, "the indices rank is unknown")
+    axis = int(op.attr("axis", -1))
+    at = rank if axis == -1 else axis
+    if not 0 <= at <= rank:
+        raise UnsupportedOpError(op.type, op.name, f"axis {axis} is out of range for indices of rank {rank}")
+    indices = int64_operand(ctx, op, 0, flat=False)
+    lifted = ctx.helper1(op, "lifted", "Unsqueeze", [indices, ctx.ints([at], f"{op.name}/axis")])
+    hot = ctx.helper1(op, "hot", "Equal", [lifted, _positions(ctx, op, rank - at)])
+    on, off = ctx.operand(op, 2), ctx.operand(op, 3)
+    if ctx.dtype(op.results[0]) != DType.BOOL:
+        ctx.bind(op.results[0], ctx.emit1(op, "Where", [hot, on, off]))
+        return
+    # onnxruntime has no boolean Where: (hot and on) or (not hot and off).
+    cold = ctx.helper1(op, "cold", "Not", [hot])
+    picked = [ctx.helper1(op, "on", "And", [hot, on]), ctx.helper1(op, "off", "And", [cold, off])]
+    ctx.bind(op.results[0], ctx.emit1(op, "Or", picked))
+
+
+def _positions(ctx: LoweringContext, op: Op, trailing: int) -> str:
+    """0 .. depth-1 (int64) along the leading axis of a tensor with `trailing` unit axes after it."""
+    depth = ctx.constant(op.operands[1])
+    if depth is not None:
+        return ctx.initializer(np.arange(int(depth.reshape(-1)[0]), dtype=np.int64).reshape((-1,) + (1,) * trailing),
+                               f"{op.name}/positions")
+    count = _counting(ctx, op, int64_operand(ctx, op, 1, flat=False), "count")
+    if not trailing:
+        return count
+    shape = ctx.ints([-1] + [1] * trailing, f"{op.name}/positions_shape")
+    return ctx.helper1(op, "positions", "Reshape", [count, shape])
+
+
+def _counting(ctx: LoweringContext, op: Op, count: str, suffix: str) -> str:
+    """0, 1, ..., count - 1 (int64) for a run-time int64 scalar `count`."""
+    zero, one = ctx.scalar(0, DType.INT64, "zero"), ctx.scalar(1, DType.INT64, "one")
+    return ctx.helper1(op, suffix, "Range", [zero, count, one])
+
+
+_INT_RANGE = (DType.INT16, DType.INT32, DType.INT64)
+_FLOAT_RANGE = (DType.FLOAT, DType.DOUBLE)
+
+
+@lowers("Range")
+def _range(ctx: LoweringContext, op: Op) -> None:
+    """Integers: ONNX Range.  Floats: ONNX Range adds delta over and over, drifting from TF's
+    start + T(i) * delta, so TF's count ceil((limit - start) / delta) and formula are spelled out."""
+    dtype = ctx.dtype(op.results[0])
+    start, limit, delta = (ctx.operand(op, i) for i in range(3))
+    if dtype in _INT_RANGE:
+        ctx.bind(op.results[0], ctx.emit1(op, "Range", [start, limit, delta]))
+        return
+    if dtype not in _FLOAT_RANGE:
+        raise UnsupportedOpError(op.type, op.name, f"Range of {dtype} (ONNX Range takes int16/32/64, float, double)")
+    span = ctx.helper1(op, "steps", "Div", [ctx.helper1(op, "span", "Sub", [limit, start]), delta])
+    count = ctx.helper1(op, "count", "Cast", [ctx.helper1(op, "ceil", "Ceil", [span])], to=onnx_type(DType.INT64))
+    index = _counting(ctx, op, count, "index")
+    scaled = ctx.helper1(op, "scaled", "Mul", [ctx.helper1(op, "index_t", "Cast", [index], to=onnx_type(dtype)), delta])
+    ctx.bind(op.results[0], ctx.emit1(op, "Add", [start, scaled]))
+
+
+# -- space <-> batch -------------------------------------------------------------------
+def _block_operands(ctx: LoweringContext, op: Op, what: str) -> tuple[list[int], list[tuple[int, int]], list[int]]:
+    """(block shape, (before, after) pairs of paddings or crops, the input's non-batch dims),
+    all of which the Reshapes spelling these ops out need statically."""
+    blocks = [int(b) for b in ctx.const_operand(op, 1, "the block shape").reshape(-1)]
+    pairs = [(int(b), int(a)) for b, a in ctx.const_operand(op, 2, f"the {what}").reshape(-1, 2)]
+    dims = ctx.shape(op.operands[0]).dims
+    if dims is None or any(d is None for d in dims[1:]):
+        raise UnsupportedOpError(op.type, op.name, "the input dims after the batch must be static")
+    if any(b < 1 for b in blocks) or any(n < 0 for pair in pairs for n in pair):
+        raise UnsupportedOpError(op.type, op.name, f"block shape {blocks} and {what} {pairs} must be positive "
+                                 "and non-negative")
+    if len(pairs) != len(blocks) or len(dims) <= len(blocks):
+        raise UnsupportedOpError(op.type, op.name, f"block shape {blocks} does not fit the input or the {what}")
+    return blocks, pairs, [int(d) for d in dims[1:]]  # type: ignore[arg-type]
+
+
+@lowers("SpaceToBatchND")
+def _space_to_batch_nd(ctx: LoweringContext, op: Op) -> None:
+    """Pad, split each spatial axis into (size / block, block), move the blocks in front of the
+    batch and merge them into it: Pad, Reshape, Transpose, Reshape on TF-ordered data."""
+    blocks, pairs, dims = _block_operands(ctx, op, "paddings")
+    m = len(blocks)
+    padded = [d + b + a for d, (b, a) in zip(dims, pairs)]
+    if any(p % b for p, b in zip(padded, blocks)):
+        raise UnsupportedOpError(op.type, op.name, f"padded spatial dims {padded} are not multiples of {blocks}")
+    x = ctx.operand(op, 0)
+    if any(b or a for b, a in pairs):
+        x = emit_pad(ctx, op, x, [(0, 0)] + pairs + [(0, 0)] * (len(dims) - m), "constant", suffix="pad")
+    split = [0] + [n for p, b in zip(padded, blocks) for n in (p // b, b)] + dims[m:]
+    x = ctx.helper1(op, "split", "Reshape", [x, ctx.ints(split, f"{op.name}/split")])
+    order = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)] + list(range(1 + 2 * m, len(split)))
+    x = ctx.helper1(op, "blocks_first", "Transpose", [x], perm=order)
+    merged = [-1] + [p // b for p, b in zip(padded, blocks)] + dims[m:]
+    ctx.bind(op.results[0], ctx.emit1(op, "Reshape", [x, ctx.ints(merged, f"{op.name}/shape")]))
+
+
+@lowers("BatchToSpaceND")
+def _batch_to_space_nd(ctx: LoweringContext, op: Op) -> None:
+    """SpaceToBatchND undone: split the blocks out of the batch, interleave each with its spatial
+    axis, merge, then crop with a Slice (TF-ordered data)."""
+    blocks, crops, dims = _block_operands(ctx, op, "crops")
+    m = len(blocks)
+    split = blocks + [-1] + dims
+    x = ctx.helper1(op, "split", "Reshape", [ctx.operand(op, 0), ctx.ints(split, f"{op.name}/split")])
+    order = [m] + [a for i in range(m) for a in (m + 1 + i, i)] + list(range(2 * m + 1, len(split)))
+    x = ctx.helper1(op, "interleaved", "Transpose", [x], perm=order)
+    grown = [d * b for d, b in zip(dims, blocks)]
+    x = ctx.helper1(op, "merged", "Reshape", [x, ctx.ints([-1] + grown + dims[m:], f"{op.name}/merged")])
+    specs = [(1 + i, b, g - a, 1) for i, ((b, a), g) in enumerate(zip(crops, grown)) if b or a]
+    ctx.bind(op.results[0], _emit_slice(ctx, op, x, specs, None, len(dims) + 1, main=True))

@@ -1,4 +1,4 @@
-"""Windowed ops: convolutions (plain, depthwise, GTT's fused pad/resize variants) and pools.
+"""Windowed ops: convolutions (plain, depthwise, transposed, GTT's fused pad/resize variants) and pools.
 
 All run channels-first.  Filters are rearranged at compile time (HWIO ->
 OIHW; depthwise HW·C·M -> (C·M)·1·HW with group=C), TF's SAME padding
@@ -191,6 +191,55 @@ def _fused_resize_pad_conv(ctx: LoweringContext, op: Op) -> None:
     resized = emit_resize(ctx, op, ctx.operand(op, 0, nchw), layout.physical_dims(dims, nchw), size, "linear",
                           bool(op.attr("resize_align_corners", False)), False, suffix="resize")
     ctx.bind(op.results[0], _mirror_then_conv(ctx, op, resized, size, 2, 3), nchw)
+
+
+# -- transposed convolutions ---------------------------------------------------------
+def _backprop_input_spatial(ctx: LoweringContext, op: Op, fmt: DataFormat) -> list[int]:
+    """The (height, width) of the input whose gradient is computed: from input_sizes (4 entries,
+    or just the 2 spatial ones) or, for V2, from the input tensor's static shape."""
+    if op.type == "Conv2DBackpropInputV2":
+        dims = ctx.shape(op.operands[0]).dims
+        if dims is None or any(d is None for d in dims):
+            raise UnsupportedOpError(op.type, op.name, "the input shape must be static")
+        sizes = [int(d) for d in dims]  # type: ignore[arg-type]
+    else:
+        sizes = [int(v) for v in ctx.const_operand(op, 0, "input_sizes").reshape(-1)]
+    if len(sizes) == 4:
+        return [sizes[a] for a in fmt.spatial_axes(4)]
+    if len(sizes) == 2:
+        return sizes
+    raise UnsupportedOpError(op.type, op.name, f"input_sizes {sizes} must have 2 or 4 entries")
+
+
+def _transposed_end(size: int, window: int, stride: int, dilation: int, before: int, after: int) -> tuple[int, int]:
+    """(end pad, output_padding) making ConvTranspose's output `size` long: the forward conv's
+    padding, less (or, past it, plus zero rows for) what its stride left uncovered."""
+    effective = (window - 1) * dilation + 1
+    covered = ((size + before + after - effective) // stride) * stride + effective
+    end = covered - before - size
+    return (end, 0) if end >= 0 else (0, -end)
+
+
+@lowers("Conv2DBackpropInput", "Conv2DBackpropInputV2")
+def _conv2d_backprop_input(ctx: LoweringContext, op: Op) -> None:
+    """Conv2D's input gradient is ONNX ConvTranspose, channels-first: the HWIO filter read as OIHW
+    is ConvTranspose's (C_in, C_out, kH, kW) weight, TF's forward padding becomes its pads."""
+    fmt, perm = _format(op)
+    spatial = _backprop_input_spatial(ctx, op, fmt)
+    filter_dims = ctx.shape(op.operands[1]).dims
+    if filter_dims is None or None in filter_dims:
+        raise UnsupportedOpError(op.type, op.name, "the filter shape must be static")
+    strides = fmt.spatial(op.attr("strides", (1, 1, 1, 1)))
+    dilations = fmt.spatial(op.attr("dilations", (1, 1, 1, 1)))
+    kernel = [int(k) for k in filter_dims[:2]]  # type: ignore[misc]
+    pairs = window_pads(op, fmt, spatial, kernel, strides, dilations)
+    ends = [_transposed_end(size, k, s, d, *pair)
+            for size, k, s, d, pair in zip(spatial, kernel, strides, dilations, pairs)]  # type: ignore[arg-type]
+    weight, _, _ = conv_filter(ctx, op, 1, False)
+    out = ctx.emit1(op, "ConvTranspose", [ctx.operand(op, 2, perm), weight], kernel_shape=kernel, strides=strides,
+                    dilations=dilations, pads=[b for b, _ in pairs] + [e for e, _ in ends],  # type: ignore[union-attr]
+                    output_padding=[extra for _, extra in ends])
+    ctx.bind(op.results[0], out, perm)
 
 
 # -- pools -------------------------------------------------------------------------

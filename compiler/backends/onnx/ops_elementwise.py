@@ -16,6 +16,7 @@ from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.fusion import absorb_bias
 from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.registry import AGNOSTIC, ALIAS, lowers
+from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 
 UNARY = {
@@ -252,3 +253,60 @@ def _cast(ctx: LoweringContext, op: Op) -> None:
         return
     ctx.bind(op.results[0], ctx.emit1(op, "Cast", [found.tensor], to=target), found.perm)
 
+
+# Numerical Recipes' erfc fit, t = 1 / (1 + |x| / 2): erfc(|x|) = t * exp(-x^2 + sum c_i t^i),
+# relative error below 1.2e-7 for every x (1 - Erf(x) loses all float32 bits from x ~ 4 on).
+_ERFC_FIT = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398,
+             1.48851587, -0.82215223, 0.17087277)
+_ERFC_TYPES = (DType.FLOAT, DType.HALF, DType.BFLOAT16)
+
+
+def _double(ctx: LoweringContext, value: float, base: str) -> str:
+    return ctx.scalar(value, DType.DOUBLE, base)
+
+
+@lowers("Erfc", layout=AGNOSTIC)
+def _erfc(ctx: LoweringContext, op: Op) -> None:
+    """ONNX has no Erfc, and 1 - Erf cancels to noise for large x: a fit evaluated in double,
+    within about one float32 ulp (too coarse for double inputs, which are refused)."""
+    dtype = ctx.dtype(op.results[0])
+    if dtype not in _ERFC_TYPES:
+        raise UnsupportedOpError(op.type, op.name, f"Erfc of {dtype} (the ONNX formula is accurate to float32 only)")
+    found = ctx.agnostic_operand(op)
+    x = ctx.helper1(op, "x64", "Cast", [found.tensor], to=onnx_type(DType.DOUBLE))
+    z = ctx.helper1(op, "abs", "Abs", [x])
+    half_z = ctx.helper1(op, "half_z", "Mul", [z, _double(ctx, 0.5, "half")])
+    t = ctx.helper1(op, "t", "Reciprocal", [ctx.helper1(op, "one_plus", "Add", [half_z, _double(ctx, 1.0, "one")])])
+    poly = _double(ctx, _ERFC_FIT[-1], "erfc_c")
+    for i, c in reversed(list(enumerate(_ERFC_FIT[:-1]))):
+        poly = ctx.helper1(op, f"poly{i}", "Add", [ctx.helper1(op, f"times_t{i}", "Mul", [poly, t]),
+                                                   _double(ctx, c, "erfc_c")])
+    exponent = ctx.helper1(op, "exponent", "Sub", [poly, ctx.helper1(op, "square", "Mul", [z, z])])
+    tail = ctx.helper1(op, "tail", "Mul", [t, ctx.helper1(op, "exp", "Exp", [exponent])])
+    mirrored = ctx.helper1(op, "mirrored", "Sub", [_double(ctx, 2.0, "two"), tail])
+    negative = ctx.helper1(op, "negative", "Less", [x, _double(ctx, 0.0, "zero")])
+    both = ctx.helper1(op, "erfc64", "Where", [negative, mirrored, tail])
+    ctx.bind(op.results[0], ctx.emit1(op, "Cast", [both], to=onnx_type(dtype)), found.perm)
+
+
+@lowers("IsFinite", layout=AGNOSTIC)
+def _is_finite(ctx: LoweringContext, op: Op) -> None:
+    """Neither infinite nor NaN: ONNX has the two tests, not their complement."""
+    found = ctx.agnostic_operand(op)
+    inf = ctx.helper1(op, "is_inf", "IsInf", [found.tensor])
+    nan = ctx.helper1(op, "is_nan", "IsNaN", [found.tensor])
+    ctx.bind(op.results[0], ctx.emit1(op, "Not", [ctx.helper1(op, "not_finite", "Or", [inf, nan])]), found.perm)
+
+
+@lowers("DivNoNan", layout=AGNOSTIC)
+def _div_no_nan(ctx: LoweringContext, op: Op) -> None:
+    """x / y, but 0 where y is 0: divide by a divisor with its zeros made ones, then mask
+    (so no inf/NaN, nor an integer division by zero, is ever computed)."""
+    inputs, perm = broadcast_operands(ctx, op, op.operands)
+    dtype = ctx.dtype(op.operands[1])
+    zero, one = ctx.scalar(0, dtype, "zero"), ctx.scalar(1, dtype, "one")
+    is_zero = ctx.helper1(op, "is_zero", "Equal", [inputs[1], zero])
+    safe = ctx.helper1(op, "safe_divisor", "Where", [is_zero, one, inputs[1]])
+    quotient = ctx.helper1(op, "quotient", "Div", [inputs[0], safe])
+    out = ctx.emit1(op, "Where", [is_zero, zero, quotient])
+    ctx.bind(op.results[0], out, perm)

@@ -1,10 +1,12 @@
-"""Dense layers, biases, batch norms and softmax.
+"""Dense layers, einsums, biases, batch norms and softmax.
 
 MatMul becomes Gemm so a following bias add can fold into it; BiasAdd
 folds into the Conv or Gemm before it when nothing else reads that result;
 inference-mode batch norms become BatchNormalization on channels-first data.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -14,6 +16,8 @@ from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.fusion import absorb_bias
 from compiler.backends.onnx.registry import AGNOSTIC, CHANNELS_FIRST, lowers
+from compiler.ir.attrs import attr_text
+from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
 
 
@@ -76,6 +80,26 @@ def _adjoint(ctx: LoweringContext, op: Op, index: int, flag: bool) -> str:
     return ctx.helper1(op, f"adjoint{index}", "Transpose", [ctx.value_in(value)], perm=perm)
 
 
+_EINSUM_TERM = re.compile(r"[a-zA-Z]*(\.\.\.)?[a-zA-Z]*")
+_EINSUM_TYPES = (DType.HALF, DType.FLOAT, DType.DOUBLE, DType.INT32, DType.INT64)
+
+
+@lowers("Einsum")
+def _einsum(ctx: LoweringContext, op: Op) -> None:
+    """ONNX Einsum reads TF's (numpy's) equation as it is: letters, one ellipsis per term,
+    implicit or explicit output; operands in TF order."""
+    equation = attr_text(op.attr("equation")).replace(" ", "")
+    inputs, arrow, output = equation.partition("->")
+    terms = inputs.split(",") + ([output] if arrow else [])
+    if len(terms) - bool(arrow) != len(op.operands) or not all(_EINSUM_TERM.fullmatch(t) for t in terms):
+        raise UnsupportedOpError(op.type, op.name, f"equation '{equation}' is not one ONNX Einsum accepts")
+    dtype = ctx.dtype(op.results[0])
+    if dtype not in _EINSUM_TYPES:
+        raise UnsupportedOpError(op.type, op.name, f"Einsum of {dtype}")
+    operands = [ctx.value_in(v) for v in op.operands]
+    ctx.bind(op.results[0], ctx.emit1(op, "Einsum", operands, equation=equation))
+
+
 # -- batch norms ---------------------------------------------------------------------
 @lowers("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", layout=CHANNELS_FIRST)
 def _fused_batch_norm(ctx: LoweringContext, op: Op) -> None:
@@ -102,8 +126,11 @@ def _bind_statistics(ctx: LoweringContext, op: Op) -> None:
 @lowers("BatchNormWithGlobalNormalization", layout=CHANNELS_FIRST)
 def _global_batch_norm(ctx: LoweringContext, op: Op) -> None:
     """Inputs t, mean, variance, beta, gamma; gamma is ignored unless scale_after_normalization."""
-    perm = layout.channels_first(4)
     t, mean, variance, beta, gamma = op.operands
+    rank = ctx.rank(t)
+    if rank is not None and rank != 4:
+        raise UnsupportedOpError(op.type, op.name, f"input 't' has rank {rank}, the op takes 4-D input")
+    perm = layout.channels_first(4)
     if op.attr("scale_after_normalization", False):
         scale = ctx.value_in(gamma)
     else:

@@ -1,4 +1,4 @@
-"""Reductions: Mean/Sum/Max/Min/Prod and ArgMax/ArgMin over remapped axes.
+"""Reductions: Mean/Sum/Max/Min/Prod, ArgMax/ArgMin, TopKV2 and Cumsum over remapped axes.
 
 Reducing the spatial axes of an NCHW tensor (global average pooling) is a
 ReduceMean over stored axes 2 and 3, and with keep_dims=false the result is
@@ -10,8 +10,9 @@ from compiler.backends.onnx import layout, opset
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.ops_array import int64_operand, kept_layout
 from compiler.backends.onnx.ops_quantized import is_dequantized
-from compiler.backends.onnx.registry import lowers
+from compiler.backends.onnx.registry import AGNOSTIC, lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
 
@@ -62,3 +63,43 @@ def _arg_reduce(ctx: LoweringContext, op: Op) -> None:
         index = ctx.helper1(op, "index", op.type, [found.tensor], axis=stored, keepdims=0)
         out = ctx.emit1(op, "Cast", [index], to=onnx_type(out_type))
     ctx.bind(op.results[0], out, layout.after_removing(found.perm, [axis], rank))
+
+
+@lowers("TopKV2")
+def _top_k(ctx: LoweringContext, op: Op) -> None:
+    """ONNX TopK over TF's last axis, wherever it is stored; both put equal values in index order.
+    TF leaves the order unspecified when sorted=false, so always sorting is one exact answer."""
+    found = kept_layout(ctx, op, ctx.lowered(op.operands[0]))
+    k = int64_operand(ctx, op, 1)
+    if not ctx.is_constant(op.operands[1]):
+        k = ctx.helper1(op, "k", "Reshape", [k, ctx.ints([1], f"{op.name}/k_shape")])
+    rank = ctx.rank(op.operands[0])
+    axis = -1 if found.perm is None or rank is None else layout.physical_axis(-1, found.perm, rank)
+    values, indices = ctx.emit(op, "TopK", [found.tensor, k], 2, axis=axis, largest=1, sorted=1)
+    index_type = ctx.dtype(op.results[1]) or DType.INT32
+    if index_type != DType.INT64:
+        indices = ctx.helper1(op, "indices", "Cast", [indices], to=onnx_type(index_type))
+    ctx.bind(op.results[0], values, found.perm)
+    ctx.bind(op.results[1], indices, found.perm)
+
+
+_CUMSUM_TYPES = (DType.FLOAT, DType.DOUBLE, DType.INT32, DType.INT64, DType.UINT32, DType.UINT64)
+_CUMSUM_TYPES_14 = (DType.HALF, DType.BFLOAT16)
+
+
+@lowers("Cumsum", layout=AGNOSTIC)
+def _cumsum(ctx: LoweringContext, op: Op) -> None:
+    """ONNX CumSum has TF's exclusive and reverse flags; a constant axis is remapped to the
+    stored layout, else the input is read in TF order, where ONNX takes TF's axis operand as is."""
+    dtype = ctx.dtype(op.results[0])
+    if dtype not in _CUMSUM_TYPES + (_CUMSUM_TYPES_14 if ctx.opset >= 14 else ()):
+        raise UnsupportedOpError(op.type, op.name, f"ONNX CumSum (opset {ctx.opset}) does not take {dtype}")
+    flags = {"exclusive": int(bool(op.attr("exclusive", False))), "reverse": int(bool(op.attr("reverse", False)))}
+    axis, rank = ctx.constant(op.operands[1]), ctx.rank(op.operands[0])
+    if axis is None or rank is None:
+        ctx.bind(op.results[0], ctx.emit1(op, "CumSum", [ctx.operand(op, 0), ctx.operand(op, 1)], **flags))
+        return
+    found = kept_layout(ctx, op, ctx.agnostic_operand(op))
+    stored = layout.physical_axis(int(axis.reshape(-1)[0]), found.perm, rank)
+    out = ctx.emit1(op, "CumSum", [found.tensor, ctx.scalar(stored, DType.INT64, f"{op.name}/axis")], **flags)
+    ctx.bind(op.results[0], out, found.perm)

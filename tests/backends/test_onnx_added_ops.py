@@ -1,0 +1,407 @@
+"""ONNX lowerings of Erfc, DivNoNan, IsFinite, Range, OneHot, TopKV2, GatherNd, ReverseV2, Cumsum,
+Einsum, SpaceToBatchND/BatchToSpaceND and Conv2DBackpropInput: each exported graph passes the full
+checker and matches gttc's interpreter (integers and bools exactly, floats to 1e-6 relative)."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.backends.onnx import MAX_OPSET, MIN_OPSET, UnsupportedOpError, export_with_report
+from compiler.ir.dtypes import DType
+from compiler.ir.graph import Value
+from compiler.ir.shapes import Shape
+from compiler.runtime.interpreter import Interpreter
+from compiler.runtime.onnx_runner import run_onnx
+from tests.backends.test_onnx_export import Builder
+
+RTOL = 1e-6
+
+
+def check(b: Builder, feeds: Mapping[str, np.ndarray], outputs: Sequence[Value], opset: int = 17) -> dict[str, int]:
+    """Export, fully check, run both ways and compare; returns the ONNX op counts."""
+    names = [v.name for v in outputs]
+    expected = Interpreter(b.graph).run(dict(feeds), names)
+    result = export_with_report(b.graph, list(feeds), names, opset=opset)
+    onnx.checker.check_model(result.model, full_check=True)
+    got = run_onnx(result.model, dict(feeds), names)
+    for name in names:
+        want, have = expected[name], got[name]
+        assert have.dtype == want.dtype, name
+        assert have.shape == want.shape, name
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(have, want, rtol=RTOL, atol=0, err_msg=name)
+        else:
+            np.testing.assert_array_equal(have, want, err_msg=name)
+    return result.report.op_counts
+
+
+def ints(b: Builder, values, dtype=np.int32) -> Value:
+    return b.const(np.asarray(values, dtype))
+
+
+def integer_conv(b: Builder, x: Value, channels_out: int, rng) -> Value:
+    """A 1x1 Conv2D with small integer weights: its result is exact and the backend keeps it NCHW."""
+    channels_in = x.op.attr("shape").dims[-1]
+    weights = rng.integers(-2, 3, (1, 1, channels_in, channels_out)).astype(np.float32)
+    return b("Conv2D", x, b.const(weights), strides=[1, 1, 1, 1], padding="VALID")
+
+
+def integer_conv_on(b: Builder, x: Value, rng) -> Value:
+    """A second integer 1x1 conv (3 -> 2 channels) reading `x` channels-first."""
+    weights = rng.integers(-2, 3, (1, 1, 3, 2)).astype(np.float32)
+    return b("Conv2D", x, b.const(weights), strides=[1, 1, 1, 1], padding="VALID")
+
+
+def declared(value: Value, dims: Sequence[int]) -> Value:
+    """State a result's shape, as a GraphDef's _output_shapes does, so the backend may keep it permuted."""
+    value.shape = Shape.of(list(dims))
+    return value
+
+
+def integer_image(rng, shape) -> np.ndarray:
+    return rng.integers(-4, 5, shape).astype(np.float32)
+
+
+# -- elementwise -----------------------------------------------------------------------------
+def test_erfc_is_accurate_far_into_the_tail():
+    b = Builder()
+    x = b.input("x", [3, 40])
+    feeds = {"x": np.linspace(-4, 8.5, 120, dtype=np.float32).reshape(3, 40)}
+    counts = check(b, feeds, [b("Erfc", x)])
+    assert counts["Cast"] == 2 and "Erf" not in counts
+
+
+def test_erfc_of_double_is_refused():
+    b = Builder()
+    y = b("Erfc", b.input("x", [2], DType.DOUBLE))
+    with pytest.raises(UnsupportedOpError, match=r"'Erfc' \(node 'erfc'\).*float32"):
+        export_with_report(b.graph, ["x"], [y.name])
+
+
+def test_is_finite_and_div_no_nan():
+    b = Builder()
+    x, y = b.input("x", [2, 6]), b.input("y", [2, 6])
+    row = b.const(np.asarray([0, 2, 0, -4, 0.5, 0], np.float32))
+    n, d = b.input("n", [5], DType.INT32), b.input("d", [5], DType.INT32)
+    outputs = [b("IsFinite", x), b("DivNoNan", x, y), b("DivNoNan", x, row), b("DivNoNan", n, d)]
+    feeds = {"x": np.asarray([[1, np.inf, -np.inf, np.nan, -2, 0], [3, 5, np.nan, 7, np.inf, -1]], np.float32),
+             "y": np.asarray([[0, 0, 2, 0, 0.25, 0], [3, 0, 1, -2, 0, 0]], np.float32),
+             "n": np.asarray([7, -7, 3, 0, 9], np.int32), "d": np.asarray([2, 2, 0, 0, -4], np.int32)}
+    got = check(b, feeds, outputs)
+    assert got["Not"] == 1
+    expected = Interpreter(b.graph).run(feeds, [outputs[1].name])[outputs[1].name]
+    assert (expected[feeds["y"] == 0] == 0).all()  # even inf / 0 and nan / 0
+
+
+def test_elementwise_on_a_channels_first_tensor():
+    rng = np.random.default_rng(11)
+    b = Builder()
+    x = b.input("x", [1, 3, 4, 2])
+    y = integer_conv(b, x, 3, rng)
+    scale = b.const(np.asarray([0, 2, -1], np.float32))
+    outputs = [b("Erfc", b("Mul", y, b.const(np.float32(0.25)))), b("IsFinite", b("Log", y)),
+               b("DivNoNan", y, scale)]
+    result_counts = check(b, {"x": integer_image(rng, (1, 3, 4, 2))}, outputs)
+    assert result_counts["Conv"] == 1
+
+
+# -- Range -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("start, limit, delta", [(0.1, 5.3, 0.1), (3.0, -2.0, -0.7), (1.5, 1.5, 0.5),
+                                                 (-1.0, 10.0, 3.0)])
+def test_float_range_matches_tf_element_formula(start: float, limit: float, delta: float):
+    b = Builder()
+    s, l, d = (b.input(n, [], DType.FLOAT) for n in ("s", "l", "d"))
+    feeds = {n: np.asarray(v, np.float32) for n, v in zip("sld", (start, limit, delta))}
+    counts = check(b, feeds, [b("Range", s, l, d, Tidx=DType.FLOAT)])
+    assert counts["Range"] == 1 and counts["Ceil"] == 1
+
+
+@pytest.mark.parametrize("dtype", [DType.INT32, DType.INT64])
+def test_integer_range_with_constant_and_run_time_bounds(dtype: DType):
+    b = Builder()
+    np_type = dtype.to_numpy()
+    limit = b.input("l", [], dtype)
+    scalar = lambda v: b.const(np.asarray(v, np_type))  # noqa: E731
+    outputs = [b("Range", scalar(-3), limit, scalar(2), Tidx=dtype),
+               b("Range", limit, scalar(-8), scalar(-3), Tidx=dtype)]
+    counts = check(b, {"l": np.asarray(8, np_type)}, outputs)
+    assert counts == {"Range": 2}
+
+
+# -- OneHot ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot_axes_and_out_of_range_indices(axis: int):
+    b = Builder()
+    indices = b.input("i", [2, 3], DType.INT32)
+    on, off = b.const(np.float32(2.5)), b.const(np.float32(-1))
+    outputs = [b("OneHot", indices, ints(b, 4), on, off, axis=axis, TI=DType.INT32),
+               b("OneHot", indices, ints(b, 3), ints(b, 7), ints(b, 0), axis=axis, TI=DType.INT32)]
+    feeds = {"i": np.asarray([[0, 3, -1], [2, 4, -4]], np.int32)}
+    check(b, feeds, outputs)
+    expected = Interpreter(b.graph).run(feeds, [outputs[0].name])[outputs[0].name]
+    assert (expected == 2.5).sum() == 3  # -1, 4 and -4 are all off
+
+
+def test_one_hot_of_run_time_depth_and_int64_indices():
+    b = Builder()
+    indices, depth = b.input("i", [4], DType.INT64), b.input("depth", [], DType.INT32)
+    outputs = [b("OneHot", indices, depth, b.const(np.float32(1)), b.const(np.float32(0)), axis=0, TI=DType.INT64),
+               b("OneHot", indices, depth, b.const(True), b.const(False), axis=-1, TI=DType.INT64)]
+    check(b, {"i": np.asarray([1, 0, 5, 2], np.int64), "depth": np.asarray(3, np.int32)}, outputs)
+
+
+# -- TopKV2 --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sorted_", [True, False])
+def test_top_k_with_ties(sorted_: bool):
+    rng = np.random.default_rng(3)
+    b = Builder()
+    x = b.input("x", [2, 3, 7])
+    k = b.input("k", [], DType.INT32)
+    values, indices = b("TopKV2", x, ints(b, 3), sorted=sorted_, Tk=DType.INT32, index_type=DType.INT32)
+    values64, indices64 = b("TopKV2", x, k, sorted=sorted_, Tk=DType.INT32, index_type=DType.INT64)
+    feeds = {"x": rng.integers(-3, 4, (2, 3, 7)).astype(np.float32), "k": np.asarray(5, np.int32)}
+    counts = check(b, feeds, [values, indices, values64, indices64])
+    assert counts["TopK"] == 2
+
+
+@pytest.mark.parametrize("shapes_stated", [True, False])
+def test_top_k_of_a_channels_first_tensor(shapes_stated: bool):
+    rng = np.random.default_rng(4)
+    b = Builder()
+    x = b.input("x", [1, 3, 4, 2])
+    y = b("Relu", integer_conv(b, x, 5, rng))
+    values, indices = b("TopKV2", y, ints(b, 2), sorted=True, Tk=DType.INT32, index_type=DType.INT32)
+    if shapes_stated:
+        declared(values, [1, 3, 4, 2])
+        declared(indices, [1, 3, 4, 2])
+    check(b, {"x": integer_image(rng, (1, 3, 4, 2)) + 0.125 * rng.standard_normal((1, 3, 4, 2)).astype(np.float32)},
+          [values, indices, b("Neg", values)])
+
+
+# -- GatherNd --------------------------------------------------------------------------------------
+def test_gather_nd_partial_and_full_index_tuples():
+    rng = np.random.default_rng(5)
+    b = Builder()
+    params = b.input("p", [3, 4, 5])
+    partial, full = b.input("i", [2, 2], DType.INT32), b.input("j", [2, 1, 3], DType.INT64)
+    gather = dict(Tparams=DType.FLOAT)
+    outputs = [b("GatherNd", params, partial, Tindices=DType.INT32, **gather),
+               b("GatherNd", params, full, Tindices=DType.INT64, **gather),
+               b("GatherNd", params, ints(b, [[2], [0], [2]]), Tindices=DType.INT32, **gather),
+               b("GatherNd", b.input("q", [2, 3], DType.INT32), ints(b, [[1, 2], [0, 0]]), Tparams=DType.INT32,
+                 Tindices=DType.INT32)]
+    feeds = {"p": rng.standard_normal((3, 4, 5)).astype(np.float32),
+             "i": np.asarray([[2, 3], [0, 1]], np.int32), "j": np.asarray([[[1, 2, 4]], [[0, 0, 0]]], np.int64),
+             "q": np.arange(6, dtype=np.int32).reshape(2, 3)}
+    assert check(b, feeds, outputs)["GatherND"] == 4
+
+
+def test_gather_nd_ignoring_bad_indices_is_refused():
+    b = Builder()
+    y = b("GatherNd", b.input("p", [3]), b.input("i", [2, 1], DType.INT32), Tparams=DType.FLOAT,
+          Tindices=DType.INT32, bad_indices_policy="IGNORE")
+    with pytest.raises(UnsupportedOpError, match=r"'GatherNd' \(node 'gathernd'\).*IGNORE"):
+        export_with_report(b.graph, ["p", "i"], [y.name])
+
+
+# -- ReverseV2 --------------------------------------------------------------------------------------
+def test_reverse_v2_over_several_axes():
+    rng = np.random.default_rng(6)
+    b = Builder()
+    x = b.input("x", [2, 3, 4])
+    n = b.input("n", [3, 2], DType.INT32)
+    outputs = [b("ReverseV2", x, ints(b, [0]), Tidx=DType.INT32), b("ReverseV2", x, ints(b, [1, -1]), Tidx=DType.INT32),
+               b("ReverseV2", x, ints(b, [0, 1, 2], np.int64), Tidx=DType.INT64),
+               b("Neg", b("ReverseV2", x, ints(b, []), Tidx=DType.INT32)),
+               b("ReverseV2", n, ints(b, [1]), Tidx=DType.INT32)]
+    feeds = {"x": rng.standard_normal((2, 3, 4)).astype(np.float32), "n": np.arange(6, dtype=np.int32).reshape(3, 2)}
+    assert check(b, feeds, outputs)["Slice"] == 4
+
+
+def _check_after_a_conv(b: Builder, rng, conv: Value, last: Value, other: Value, shapes_stated: bool) -> None:
+    """Finish a graph whose ops read a conv result (`conv`, carried NCHW) and check it: with
+    result shapes stated the layout is kept up to the next conv; without, the conv result is
+    read back in TF order."""
+    if shapes_stated:
+        declared(other, [1, 3, 4, 3])
+        declared(last, [1, 3, 4, 3])
+    # (A Conv2D cannot read an input of unknown rank: without stated shapes the tail is a Relu.)
+    out = integer_conv_on(b, last, rng) if shapes_stated else b("Relu", last)
+    result = export_with_report(b.graph, ["x"], [out.name])
+    assert (f"{conv.name}/tf" in result.report.transposes) != shapes_stated
+    check(b, {"x": integer_image(rng, (1, 3, 4, 2))}, [out, other])
+
+
+@pytest.mark.parametrize("shapes_stated", [True, False])
+def test_reverse_v2_of_a_channels_first_tensor(shapes_stated: bool):
+    """Spatial then channel reversal of a conv result: with result shapes stated the axes are
+    remapped and the tensor stays NCHW up to the next conv; without, it is read back in TF order
+    (and the second reversal's input has no known rank at all)."""
+    rng = np.random.default_rng(8)
+    b = Builder()
+    x = b.input("x", [1, 3, 4, 2])
+    y = integer_conv(b, x, 3, rng)
+    spatial = b("ReverseV2", y, ints(b, [1, 2]), Tidx=DType.INT32)
+    channels = b("ReverseV2", spatial, ints(b, [-1]), Tidx=DType.INT32)
+    _check_after_a_conv(b, rng, y, channels, spatial, shapes_stated)
+
+
+# -- Cumsum ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum_flags_and_axes(exclusive: bool, reverse: bool):
+    rng = np.random.default_rng(9)
+    b = Builder()
+    x, n = b.input("x", [3, 4, 5]), b.input("n", [2, 5], DType.INT32)
+    axis = b.input("axis", [], DType.INT32)
+    flags = dict(exclusive=exclusive, reverse=reverse)
+    outputs = [b("Cumsum", x, ints(b, 1), Tidx=DType.INT32, **flags),
+               b("Cumsum", x, ints(b, -1), Tidx=DType.INT32, **flags),
+               b("Cumsum", n, ints(b, 0, np.int64), Tidx=DType.INT64, **flags),
+               b("Cumsum", x, axis, Tidx=DType.INT32, **flags)]
+    feeds = {"x": rng.integers(-9, 10, (3, 4, 5)).astype(np.float32),
+             "n": rng.integers(-50, 50, (2, 5)).astype(np.int32),
+             "axis": np.asarray(-3, np.int32)}
+    assert check(b, feeds, outputs)["CumSum"] == 4
+
+
+@pytest.mark.parametrize("shapes_stated", [True, False])
+def test_cumsum_over_axes_of_a_channels_first_tensor(shapes_stated: bool):
+    rng = np.random.default_rng(10)
+    b = Builder()
+    x = b.input("x", [1, 3, 4, 2])
+    y = integer_conv(b, x, 3, rng)
+    channels = b("Cumsum", y, ints(b, 3), Tidx=DType.INT32, exclusive=True)
+    rows = b("Cumsum", y, ints(b, 1), Tidx=DType.INT32, reverse=True)
+    _check_after_a_conv(b, rng, y, channels, rows, shapes_stated)
+
+
+def test_cumsum_of_int8_is_refused():
+    b = Builder()
+    y = b("Cumsum", b.input("x", [4], DType.INT8), ints(b, 0), Tidx=DType.INT32)
+    with pytest.raises(UnsupportedOpError, match=r"'Cumsum' \(node 'cumsum'\).*does not take"):
+        export_with_report(b.graph, ["x"], [y.name])
+
+
+# -- Einsum ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("equation, shapes", [("ij,jk->ik", [(2, 3), (3, 4)]), ("bij,bjk->bik", [(2, 2, 3), (2, 3, 4)]),
+                                              ("...ij->...ji", [(2, 3, 4)]), ("ii->i", [(3, 3)]),
+                                              ("ij,kj", [(2, 3), (4, 3)]),
+                                              ("i,i->", [(5,), (5,)])])
+def test_einsum_equations(equation: str, shapes: list[tuple[int, ...]]):
+    rng = np.random.default_rng(12)
+    b = Builder()
+    operands = [b.input(f"x{i}", list(s)) for i, s in enumerate(shapes)]
+    y = b("Einsum", *operands, equation=equation, N=len(operands))
+    feeds = {f"x{i}": rng.integers(-5, 6, s).astype(np.float32) for i, s in enumerate(shapes)}
+    assert check(b, feeds, [y]) == {"Einsum": 1}
+
+
+def test_einsum_with_a_bad_term_is_refused():
+    b = Builder()
+    y = b("Einsum", b.input("x", [2, 3]), equation="i1j->ji", N=1)
+    with pytest.raises(UnsupportedOpError, match=r"'Einsum' \(node 'einsum'\).*not one ONNX Einsum accepts"):
+        export_with_report(b.graph, ["x"], [y.name])
+
+
+# -- SpaceToBatchND / BatchToSpaceND ----------------------------------------------------------------------
+@pytest.mark.parametrize("blocks, pads", [([2, 2], [[0, 0], [0, 0]]), ([2, 3], [[1, 1], [2, 1]]), ([3], [[1, 1]])])
+def test_space_to_batch_and_back(blocks: list[int], pads: list[list[int]]):
+    rng = np.random.default_rng(13)
+    b = Builder()
+    dims = [4, 6, 2]
+    x = b.input("x", [None] + dims)
+    spread = b("SpaceToBatchND", x, ints(b, blocks), ints(b, pads), Tblock_shape=DType.INT32, Tpaddings=DType.INT32)
+    spatial = [(d + sum(p)) // k for d, p, k in zip(dims, pads, blocks)]
+    declared(spread, [2 * int(np.prod(blocks))] + spatial + dims[len(blocks):])
+    back = b("BatchToSpaceND", spread, ints(b, blocks), ints(b, pads), Tblock_shape=DType.INT32, Tcrops=DType.INT32)
+    feeds = {"x": rng.standard_normal((2, 4, 6, 2)).astype(np.float32)}
+    check(b, feeds, [spread, back])
+    np.testing.assert_array_equal(Interpreter(b.graph).run(feeds, [back.name])[back.name], feeds["x"])
+
+
+def test_space_to_batch_of_unknown_spatial_size_is_refused():
+    b = Builder()
+    y = b("SpaceToBatchND", b.input("x", [1, None, 4, 1]), ints(b, [2, 2]), ints(b, [[0, 0], [0, 0]]),
+          Tblock_shape=DType.INT32, Tpaddings=DType.INT32)
+    with pytest.raises(UnsupportedOpError, match=r"'SpaceToBatchND' \(node 'spacetobatchnd'\).*static"):
+        export_with_report(b.graph, ["x"], [y.name])
+
+
+# -- Conv2DBackpropInput ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("size, padding, strides, dilations", [
+    (6, "SAME", 2, 1), (7, "SAME", 2, 1), (6, "VALID", 2, 1), (7, "VALID", 3, 1), (5, "SAME", 1, 2),
+    (6, "EXPLICIT", 2, 1)])
+def test_conv2d_backprop_input_is_conv_transpose(size: int, padding: str, strides: int, dilations: int):
+    rng = np.random.default_rng(14)
+    b = Builder()
+    kernel, channels_in, channels_out = 3, 2, 4
+    explicit = [0, 0, 1, 2, 2, 0, 0, 0] if padding == "EXPLICIT" else []
+    pads = {"SAME": (kernel - 1) * dilations, "VALID": 0, "EXPLICIT": 3}[padding]
+    effective = (kernel - 1) * dilations + 1
+    out = (size + pads - effective) // strides + 1 if padding != "SAME" else -(-size // strides)
+    out_w = out if padding != "EXPLICIT" else (size + 2 - effective) // strides + 1
+    dy = b.input("dy", [2, out, out_w, channels_out])
+    weights = rng.integers(-2, 3, (kernel, kernel, channels_in, channels_out)).astype(np.float32)
+    y = b("Conv2DBackpropInput", ints(b, [2, size, size, channels_in]), b.const(weights), dy, padding=padding,
+          strides=[1, strides, strides, 1], dilations=[1, dilations, dilations, 1], explicit_paddings=explicit)
+    declared(y, [2, size, size, channels_in])
+    feeds = {"dy": rng.integers(-3, 4, (2, out, out_w, channels_out)).astype(np.float32)}
+    assert check(b, feeds, [y, b("Relu", y)])["ConvTranspose"] == 1
+
+
+def test_conv2d_backprop_input_between_channels_first_convs():
+    """A decoder step: conv, transposed conv, conv; NCHW from input to output, in both data formats."""
+    rng = np.random.default_rng(15)
+    b = Builder()
+    x = b.input("x", [1, 4, 4, 3])
+    y = integer_conv(b, x, 4, rng)
+    weights = b.const(rng.integers(-2, 3, (3, 3, 3, 4)).astype(np.float32))
+    up = declared(b("Conv2DBackpropInput", ints(b, [1, 8, 8, 3]), weights, y, padding="SAME", strides=[1, 2, 2, 1]),
+                  [1, 8, 8, 3])
+    z = integer_conv_on(b, up, rng)
+    nchw = b.input("n", [1, 4, 3, 3])
+    back = b("Conv2DBackpropInputV2", b.input("like", [1, 3, 7, 7]), weights, nchw, padding="VALID",
+             strides=[1, 1, 2, 2], data_format="NCHW")
+    feeds = {"x": integer_image(rng, (1, 4, 4, 3)), "n": integer_image(rng, (1, 4, 3, 3)),
+             "like": np.zeros((1, 3, 7, 7), np.float32)}
+    result = export_with_report(b.graph, list(feeds), [z.name, back.name])
+    assert result.report.transposes == ["x/nchw", f"{z.name}/tf"]
+    check(b, feeds, [z, back])
+
+
+def test_ops_reading_a_result_of_unknown_rank():
+    """After a ReverseV2 (no shape rule) nothing is known of the tensor: TopKV2, Cumsum and
+    ReverseV2 then work in TF order with TF's own (negative) axes."""
+    rng = np.random.default_rng(16)
+    b = Builder()
+    x = b("ReverseV2", b.input("x", [2, 3, 6]), ints(b, [1]), Tidx=DType.INT32)
+    values, indices = b("TopKV2", x, ints(b, 2), Tk=DType.INT32, index_type=DType.INT32)
+    outputs = [values, indices, b("Cumsum", x, ints(b, -1), Tidx=DType.INT32, reverse=True),
+               b("ReverseV2", x, ints(b, [-1, 0]), Tidx=DType.INT32)]
+    check(b, {"x": rng.integers(-5, 6, (2, 3, 6)).astype(np.float32)}, outputs)
+
+
+@pytest.mark.parametrize("opset", [MIN_OPSET, 18, MAX_OPSET])
+def test_added_ops_at_other_opsets(opset: int):
+    rng = np.random.default_rng(17)
+    b = Builder()
+    x, i = b.input("x", [2, 5]), b.input("i", [3], DType.INT32)
+    outputs = [b("Erfc", x), b("IsFinite", x), b("DivNoNan", x, b("Floor", x)),
+               *b("TopKV2", x, ints(b, 2), Tk=DType.INT32),
+               b("Cumsum", x, ints(b, 0), Tidx=DType.INT32, exclusive=True),
+               b("ReverseV2", x, ints(b, [1]), Tidx=DType.INT32),
+               b("OneHot", i, ints(b, 4), b.const(np.float32(1)), b.const(np.float32(0)), axis=0, TI=DType.INT32),
+               b("Einsum", x, x, equation="ij,kj->ik", N=2)]
+    feeds = {"x": rng.integers(-3, 4, (2, 5)).astype(np.float32), "i": np.asarray([3, 0, -1], np.int32)}
+    check(b, feeds, outputs, opset=opset)
+
+
+def test_half_cumsum_needs_opset_14():
+    b = Builder()
+    y = b("Cumsum", b.input("x", [4], DType.HALF), ints(b, 0), Tidx=DType.INT32)
+    with pytest.raises(UnsupportedOpError, match=r"CumSum \(opset 13\) does not take"):
+        export_with_report(b.graph, ["x"], [y.name], opset=13)
