@@ -170,3 +170,16 @@ def test_corrupt_result_count_is_refused_before_building_the_results():
         "  attr { key: 'num_split' value { i: 8589934592 } } }"))
     with pytest.raises(InputError, match=r"node 's' \(Split\): attribute 'num_split' asks for 8589934592 results"):
         load_graph_bytes(data)
+
+
+def test_function_control_output_naming_a_missing_node_is_refused():
+    """Found by the fuzzer: a flipped byte in a control_ret value crashed the function's lowering."""
+    from compiler.frontends.graphdef.functions import lower_function
+
+    g = load_graph(FIXTURES / "tf2_functional_control_flow.pb")
+    fdef = next(f for f in g.extras.library.function if f.control_ret)
+    key = next(iter(fdef.control_ret))
+    fdef.control_ret[key] = "no_such_node"
+    with pytest.raises(InputError, match=rf"function '{fdef.signature.name}': control output '{key}' names "
+                                         r"'no_such_node', which is not a node of its body"):
+        lower_function(g.extras.library, fdef.signature.name)

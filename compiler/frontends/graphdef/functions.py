@@ -61,13 +61,22 @@ def lower_function(library: Any, name: str) -> Function:
         _wire_node(graph, graph.op(node.name), node, signatures, name)
     result_names = [a.name for a in fdef.signature.output_arg]
     results = [_resolve(graph, fdef.ret[r], signatures, name, f"return '{r}'") for r in result_names]
-    control = [graph.op(fdef.control_ret[c]) for c in fdef.signature.control_output if c in fdef.control_ret]
+    control = [_control_return(graph, fdef.control_ret[c], name, c)
+               for c in fdef.signature.control_output if c in fdef.control_ret]
     check_signatures(graph, f"function '{name}'", library)
     try:
         verify(graph)  # a body with a cycle (TF's importer refuses one too) would hang or crash its callers
     except VerificationError as err:
         raise InputError(f"function '{name}': {err}") from None
     return Function(name, graph, args, results, result_names, control)
+
+
+def _control_return(graph: Graph, node_name: str, function: str, output: str) -> Op:
+    op = graph.get(node_name)
+    if op is None:
+        raise InputError(f"function '{function}': control output '{output}' names '{node_name}', "
+                         "which is not a node of its body")
+    return op
 
 
 def _arg_op(graph: Graph, arg: Any, index: int) -> Op:
