@@ -261,6 +261,19 @@ def test_batch_norm_of_the_wrong_rank_is_refused():
         export(parse_graph(text), ["x"], ["bn"])
 
 
+@pytest.mark.parametrize("dilations", ["[]", "[8589934592]", "[1, 1]"])
+def test_window_attribute_of_the_wrong_length_is_refused(dilations: str):
+    """Found by the fuzzer: an empty `dilations` list reached onnx.helper, which cannot type it."""
+    text = f"""graph {{
+  %x = Placeholder() {{dtype = f32, shape = shape<1,4,4,2>}} : f32[1,4,4,2]
+  %w = Const() {{dtype = f32, value = splat<f32[3,3,2,1], 1.0>}} : f32[3,3,2,1]
+  %c = DepthwiseConv2dNative(%x, %w) {{T = f32, dilations = {dilations}, padding = "SAME", strides = [1, 1, 1, 1]}} : f32[*]
+}}
+"""
+    with pytest.raises(UnsupportedOpError, match=r"node 'c'.*'dilations' must have 4 entries"):
+        export(parse_graph(text), ["x"], ["c"])
+
+
 def test_supported_ops_cover_the_raw_fixture_graphs():
     wanted = {"Identity", "Const", "Placeholder", "Conv2D", "DepthwiseConv2dNative", "BiasAdd", "MatMul", "Relu",
               "Relu6", "Rsqrt", "Mul", "Sub", "AddV2", "Add", "Mean", "Pad", "Reshape", "Squeeze", "Softmax",

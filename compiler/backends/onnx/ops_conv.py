@@ -107,13 +107,23 @@ def _group(ctx: LoweringContext, op: Op, x: Value, fmt: DataFormat, filter_in: O
     return channels // filter_in
 
 
+def window_attr(op: Op, fmt: DataFormat, name: str, values: Optional[Sequence[int]] = None) -> list[int]:
+    """The two spatial entries of a 2-D window attribute (strides, dilations, ksize), which TF
+    states once per axis of the 4-D input; any other length is refused, as TF's kernels refuse it."""
+    values = op.attr(name, (1, 1, 1, 1)) if values is None else values
+    if not isinstance(values, (tuple, list)) or len(values) != 4:
+        raise UnsupportedOpError(op.type, op.name, f"'{name}' must have 4 entries, one per axis of the input "
+                                                   f"(it is {values!r})")
+    return fmt.spatial(values)
+
+
 # -- convolutions ------------------------------------------------------------------
 def emit_conv(ctx: LoweringContext, op: Op, x: str, filter_index: int, depthwise: bool, fmt: DataFormat,
               pads: Optional[Pairs], group: int = 1) -> str:
     """The Conv node itself, with `x` already channels-first and padding settled."""
     weight, kernel, channels = conv_filter(ctx, op, filter_index, depthwise, is_dequantized(ctx, x))
-    attrs = {"kernel_shape": kernel, "strides": fmt.spatial(op.attr("strides", (1, 1, 1, 1))),
-             "dilations": fmt.spatial(op.attr("dilations", (1, 1, 1, 1))), "group": channels or group}
+    attrs = {"kernel_shape": kernel, "strides": window_attr(op, fmt, "strides"),
+             "dilations": window_attr(op, fmt, "dilations"), "group": channels or group}
     attrs.update(_pad_attrs(pads))
     return ctx.emit1(op, "Conv", [x, weight], **attrs)
 
@@ -129,8 +139,8 @@ def _conv2d(ctx: LoweringContext, op: Op) -> None:
     depthwise = op.type == "DepthwiseConv2dNative"
     x = op.operands[0]
     kernel = _kernel_hw(ctx, op, 1)
-    strides = fmt.spatial(op.attr("strides", (1, 1, 1, 1)))
-    dilations = fmt.spatial(op.attr("dilations", (1, 1, 1, 1)))
+    strides = window_attr(op, fmt, "strides")
+    dilations = window_attr(op, fmt, "dilations")
     pads = window_pads(op, fmt, _spatial_dims(ctx, x, fmt), kernel, strides, dilations)
     source = zero_pad_source(ctx, op, x, fmt.spatial_axes(4)) if pads is not None else None
     if source is not None:
@@ -167,7 +177,7 @@ def _mirror_then_conv(ctx: LoweringContext, op: Op, x: str, spatial: Sequence[Op
     pairs = stored_pairs(paddings, layout.channels_first(4))
     padded = emit_pad(ctx, op, x, pairs, attr_text(op.attr("mode")).lower(), suffix="mirror_pad")
     grown = [None if s is None else s + b + a for s, (b, a) in zip(spatial, pairs[2:])]
-    strides = DataFormat("NHWC").spatial(op.attr("strides", (1, 1, 1, 1)))
+    strides = window_attr(op, DataFormat("NHWC"), "strides")
     pads = fused_conv_pads(op, grown, _kernel_hw(ctx, op, filter_index), strides)
     if pads is None:
         raise UnsupportedOpError(op.type, op.name, "needs known spatial sizes and non-negative patch offsets")
@@ -229,8 +239,8 @@ def _conv2d_backprop_input(ctx: LoweringContext, op: Op) -> None:
     filter_dims = ctx.shape(op.operands[1]).dims
     if filter_dims is None or None in filter_dims:
         raise UnsupportedOpError(op.type, op.name, "the filter shape must be static")
-    strides = fmt.spatial(op.attr("strides", (1, 1, 1, 1)))
-    dilations = fmt.spatial(op.attr("dilations", (1, 1, 1, 1)))
+    strides = window_attr(op, fmt, "strides")
+    dilations = window_attr(op, fmt, "dilations")
     kernel = [int(k) for k in filter_dims[:2]]  # type: ignore[misc]
     pairs = window_pads(op, fmt, spatial, kernel, strides, dilations)
     ends = [_transposed_end(size, k, s, d, *pair)
@@ -246,7 +256,7 @@ def _conv2d_backprop_input(ctx: LoweringContext, op: Op) -> None:
 def _pool(ctx: LoweringContext, op: Op, ksize: Sequence[int], strides: Sequence[int]) -> None:
     fmt, perm = _format(op)
     x = op.operands[0]
-    windows, steps = fmt.spatial(ksize), fmt.spatial(strides)
+    windows, steps = window_attr(op, fmt, "ksize", ksize), window_attr(op, fmt, "strides", strides)
     pads = window_pads(op, fmt, _spatial_dims(ctx, x, fmt), windows, steps, [1, 1])
     onnx_op = "MaxPool" if op.type.startswith("MaxPool") else "AveragePool"
     out = ctx.emit1(op, onnx_op, [ctx.value_in(x, perm)], kernel_shape=windows, strides=steps, **_pad_attrs(pads))
