@@ -87,9 +87,10 @@ def _output_args(op_type: str) -> Optional[tuple[_OutputArg, ...]]:
                             arg.type_list_attr) for arg in found.output_arg)
 
 
-def _lookup(attrs: Mapping[str, Any], defaults: Mapping[str, Any], name: str) -> Any:
+def attr_or_default(attrs: Mapping[str, Any], defaults: Mapping[str, Any], name: str, missing: Any = None) -> Any:
+    """The node's value of `name`, else the OpDef's default (`defaults`, from `attr_defaults`), else `missing`."""
     value = attrs.get(name, _MISSING)
-    return defaults.get(name) if value is _MISSING else value
+    return defaults.get(name, missing) if value is _MISSING else value
 
 
 def infer_result_types(op_type: str, attrs: Mapping[str, Any]) -> list[tuple[Optional[DType], Shape]]:
@@ -97,19 +98,10 @@ def infer_result_types(op_type: str, attrs: Mapping[str, Any]) -> list[tuple[Opt
 
     Shapes come only from what the op states outright (`_output_shapes`,
     a Const's value, a Placeholder's shape); everything else is unknown.
-    Every node of a graph comes through here at load, so the common case (one
-    output typed by one attribute) takes few calls.
     """
     args = _output_args(op_type)
     if args is None:
         dtypes: list[Optional[DType]] = [None]
-    elif len(args) == 1 and not args[0].number_attr and not args[0].type_list_attr:
-        dtype = args[0].type
-        if dtype is None:
-            dtype = attrs.get(args[0].type_attr, _MISSING)
-            if dtype is _MISSING:
-                dtype = attr_defaults(op_type).get(args[0].type_attr)
-        dtypes = [dtype if isinstance(dtype, DType) else None]
     else:
         defaults = attr_defaults(op_type)
         dtypes = []
@@ -120,13 +112,13 @@ def infer_result_types(op_type: str, attrs: Mapping[str, Any]) -> list[tuple[Opt
 
 def _arg_types(arg: _OutputArg, attrs: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[Optional[DType]]:
     if arg.type_list_attr:
-        types = _lookup(attrs, defaults, arg.type_list_attr)
+        types = attr_or_default(attrs, defaults, arg.type_list_attr)
         return [t if isinstance(t, DType) else None for t in types] if isinstance(types, tuple) else []
-    dtype: Any = arg.type if arg.type is not None else _lookup(attrs, defaults, arg.type_attr)
+    dtype: Any = arg.type if arg.type is not None else attr_or_default(attrs, defaults, arg.type_attr)
     if not isinstance(dtype, DType):
         dtype = None
     if arg.number_attr:
-        count = _lookup(attrs, defaults, arg.number_attr)
+        count = attr_or_default(attrs, defaults, arg.number_attr)
         if isinstance(count, int) and count > MAX_RESULTS:
             raise ValueError(f"attribute '{arg.number_attr}' asks for {count} results (at most {MAX_RESULTS})")
         return [dtype] * count if isinstance(count, int) else []

@@ -31,7 +31,7 @@ from compiler.errors import InputError
 from compiler.ir.attrs import FuncAttr, PlaceholderAttr, RawAttr
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op
-from compiler.ir.op_registry import attr_defaults, op_def
+from compiler.ir.op_registry import attr_defaults, attr_or_default, op_def
 from compiler.ir.shapes import Shape
 from compiler.ir.tensor import Tensor
 
@@ -214,18 +214,21 @@ class _OpCheck:
 
     # operands and results --------------------------------------------------------------------------
     def arg_values(self, arg: ArgSpec) -> tuple[int, Any]:
-        """How many values an argument stands for, and their dtype (a tuple of them for a type list)."""
-        attrs = _WithDefaults(self.op.attrs, attr_defaults(self.op.type))
+        """How many values an argument stands for, and their dtype (a tuple of them for a type list).
+        An attribute the node leaves out has its OpDef default, as TF's importer reads it (ExpandDims
+        without `Tdim` takes an int32 `dim`)."""
+        attrs, defaults = self.op.attrs, attr_defaults(self.op.type)
         if arg.type_list_attr:
-            types = attrs.get(arg.type_list_attr, ())
+            types = attr_or_default(attrs, defaults, arg.type_list_attr, ())
             if not isinstance(types, tuple):
                 self.fail(f"attribute '{arg.type_list_attr}' is not a list of types")
             return len(types), tuple(t if isinstance(t, DType) else None for t in types)
-        dtype = DType(arg.dtype) if arg.dtype in DType._value2member_map_ else attrs.get(arg.type_attr)
+        fixed = arg.dtype in DType._value2member_map_
+        dtype = DType(arg.dtype) if fixed else attr_or_default(attrs, defaults, arg.type_attr)
         dtype = dtype if isinstance(dtype, DType) else None
         if not arg.number_attr:
             return 1, dtype
-        count = attrs.get(arg.number_attr)
+        count = attr_or_default(attrs, defaults, arg.number_attr)
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             self.fail(f"attribute '{arg.number_attr}' is not a count")
         return count, dtype
@@ -271,17 +274,6 @@ class _OpCheck:
             declared = self.op.attrs.get("dtype")
             if isinstance(declared, DType) and int(declared) != proto.dtype:
                 self.fail(f"value is {DType(proto.dtype).tf_name} but attribute 'dtype' says {declared.tf_name}")
-
-
-class _WithDefaults:
-    """An op's attributes, falling back on its OpDef's defaults: an operand typed by an attribute
-    the node leaves out (ExpandDims without `Tdim`) has the default type, as TF's importer reads it."""
-
-    def __init__(self, attrs: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
-        self.attrs, self.defaults = attrs, defaults
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.attrs[name] if name in self.attrs else self.defaults.get(name, default)
 
 
 # -- tensor encodings ---------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from compiler.ir.dtypes import DType
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
 from compiler.ir.tensor import Tensor
 from compiler.proto import attr_value_pb2, tensor_pb2, tensor_shape_pb2
-from compiler.proto.wire import varint
+from compiler.proto.wire import field_bytes, field_varint, length_prefix
 
 AttrValue = attr_value_pb2.AttrValue
 TensorProto = tensor_pb2.TensorProto
@@ -137,11 +137,6 @@ def encode_tensor(tensor: Tensor, out: Optional[TensorProto] = None) -> TensorPr
     return out
 
 
-# AttrValue.tensor (field 8); TensorProto dtype (1), tensor_shape (2), tensor_content (4);
-# TensorShapeProto.dim (2); Dim.size (1).
-_ATTR_TENSOR, _DTYPE, _SHAPE, _CONTENT, _DIM, _DIM_SIZE = b"\x42", b"\x08", b"\x12", b"\x22", b"\x12", b"\x08"
-
-
 def tensor_attr_chunks(tensor: Tensor) -> Optional[list[Any]]:
     """A serialized AttrValue holding `tensor`, as chunks whose last is a view of the elements,
     byte for byte what `attr_bytes(tensor)` returns; None where that path must be taken (an
@@ -152,19 +147,15 @@ def tensor_attr_chunks(tensor: Tensor) -> Optional[list[Any]]:
     """
     if tensor.source is not None or tensor.dtype == DType.STRING:
         return None
-    shape = b""
-    for d in tensor.shape:
-        dim = _DIM_SIZE + varint(d) if d else b""
-        shape += _DIM + varint(len(dim)) + dim
-    head = _DTYPE + varint(int(tensor.dtype)) if int(tensor.dtype) else b""
+    # TensorProto: dtype (1), tensor_shape (2: TensorShapeProto.dim (2): Dim.size (1)), tensor_content (4)
+    head = field_varint(1, int(tensor.dtype)) if int(tensor.dtype) else b""
     if tensor.shape:
-        head += _SHAPE + varint(len(shape)) + shape
+        head += field_bytes(2, b"".join(field_bytes(2, field_varint(1, d) if d else b"") for d in tensor.shape))
     arr = tensor.numpy()
     content = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).reshape(-1).view(np.uint8)
     if content.size:
-        head += _CONTENT + varint(content.size)
-    size = len(head) + content.size
-    return [_ATTR_TENSOR + varint(size) + head, memoryview(content)]
+        head += length_prefix(4, content.size)
+    return [length_prefix(8, len(head) + content.size) + head, memoryview(content)]  # AttrValue.tensor (8)
 
 
 def _as_bytes(x: Any) -> bytes:

@@ -32,18 +32,28 @@ def tag(field: int, wire_type: int) -> bytes:
     return varint((field << 3) | wire_type)
 
 
+# Tags of length-delimited fields 1-15 (one byte each): a GraphDef's writer asks for them per
+# name, input and attribute, so they are looked up rather than encoded each time.
+_LENGTH_TAGS = [tag(f, _LENGTH) for f in range(16)]
+
+
+def _length_tag(field: int) -> bytes:
+    return _LENGTH_TAGS[field] if 0 < field < 16 else tag(field, _LENGTH)
+
+
 def length_prefix(field: int, size: int) -> bytes:
     """The tag and length that precede a length-delimited field of `size` bytes."""
-    return tag(field, _LENGTH) + varint(size)
+    return _length_tag(field) + varint(size)
 
 
 def field_bytes(field: int, payload: bytes) -> bytes:
     """A length-delimited field (strings, bytes, sub-messages)."""
-    return tag(field, _LENGTH) + varint(len(payload)) + payload
+    return _length_tag(field) + varint(len(payload)) + payload
 
 
 def field_string(field: int, text: str) -> bytes:
-    return field_bytes(field, text.encode("utf-8"))
+    data = text.encode("utf-8")
+    return _length_tag(field) + varint(len(data)) + data
 
 
 def field_varint(field: int, value: int) -> bytes:

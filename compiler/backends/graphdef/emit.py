@@ -16,7 +16,7 @@ from compiler.ir.graph import Graph, Op
 from compiler.ir.tensor import Tensor
 from compiler.proto import graph_pb2, versions_pb2
 from compiler.proto.codec import attr_bytes, tensor_attr_chunks
-from compiler.proto.wire import field_bytes, field_varint, length_prefix, varint
+from compiler.proto.wire import field_bytes, field_string, field_varint, length_prefix
 
 _NODE, _LIBRARY, _LEGACY_VERSION, _VERSIONS, _DEBUG_INFO = 1, 2, 3, 4, 5
 
@@ -34,17 +34,6 @@ def input_strings(op: Op) -> list[str]:
     return out
 
 
-# NodeDef fields 1-5 (name, op, input, device, attr) and an attr map entry's key (1) and value (2),
-# all length-delimited: their tags are one byte each.
-_NAME, _OP, _INPUT, _DEVICE, _ATTR = b"\x0a", b"\x12", b"\x1a", b"\x22", b"\x2a"
-_ENTRY_KEY, _ENTRY_VALUE = b"\x0a", b"\x12"
-
-
-def _string_field(tag: bytes, text: str) -> bytes:
-    data = text.encode("utf-8")
-    return tag + varint(len(data)) + data
-
-
 def node_chunks(op: Op) -> list[Any]:
     """One NodeDef as byte chunks, fields in field-number order like protobuf writes them.
 
@@ -52,14 +41,14 @@ def node_chunks(op: Op) -> list[Any]:
     bytes object: big tensors are then copied once, by the final join,
     instead of once per level of message nesting.
     """
-    chunks = [_string_field(_NAME, op.name)]
+    chunks = [field_string(1, op.name)]
     if op.type:
-        chunks.append(_string_field(_OP, op.type))
-    chunks.extend([_string_field(_INPUT, text) for text in input_strings(op)])
+        chunks.append(field_string(2, op.type))
+    chunks.extend([field_string(3, text) for text in input_strings(op)])
     if op.device:
-        chunks.append(_string_field(_DEVICE, op.device))
+        chunks.append(field_string(4, op.device))
     sources, assigned = op.attrs.encodings()
-    for key in sorted(sources.keys() | assigned.keys()) if assigned else sorted(sources):
+    for key in sorted(sources.keys() | assigned.keys()):
         source = sources.get(key)
         if source is not None:
             value = [source.SerializeToString(deterministic=True)]
@@ -68,8 +57,8 @@ def node_chunks(op: Op) -> list[Any]:
             value = (isinstance(assigned_value, Tensor) and tensor_attr_chunks(assigned_value)
                      or [attr_bytes(assigned_value)])
         size = sum(map(len, value))
-        head = _string_field(_ENTRY_KEY, key) + _ENTRY_VALUE + varint(size)
-        chunks.append(_ATTR + varint(len(head) + size) + head)
+        head = field_string(1, key) + length_prefix(2, size)  # the map entry's key, then its value
+        chunks.append(length_prefix(5, len(head) + size) + head)
         chunks.extend(value)
     chunks.append(op.extras)
     return chunks

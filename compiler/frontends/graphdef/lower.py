@@ -136,14 +136,11 @@ def _node_extras(node: Any) -> bytes:
 
 def _wire(by_name: dict[str, Op], op: Op, data: list[tuple[str, int]], control: list[str],
           explicit: frozenset[int], where: str) -> None:
-    operands = op._operands
     for name, port in data:
         producer = by_name.get(name)
         if producer is None:
             raise InputError(f"{where}: node '{op.name}' reads '{name}', which is not in the graph")
-        value = producer.results[port]
-        value.uses.append((op, len(operands)))
-        operands.append(value)
+        op.append_operand(producer.results[port])
     for name in control:
         dep = by_name.get(name)
         if dep is None:
