@@ -8,6 +8,9 @@ layout (NHWC); everything between is free to be channels-first.
 """
 from __future__ import annotations
 
+import importlib
+import os
+import pkgutil
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
@@ -18,19 +21,28 @@ from compiler.backends.onnx import model as onnx_model
 from compiler.backends.onnx.builder import Dim, GraphBuilder, ModelScope, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
+from compiler.backends.onnx.dilated_convs import fuse_dilated_convs
 from compiler.backends.onnx.errors import OnnxExportError
 from compiler.backends.onnx.lowering import lower_ops
 from compiler.backends.onnx.opset import DEFAULT_OPSET, check_opset
 from compiler.backends.onnx.ops_control import reject_tf1_control_flow
 from compiler.backends.onnx.qoperator import to_qoperator
 from compiler.backends.onnx.report import ExportReport
-from compiler.ir.graph import Graph, IRError, Value
+from compiler.ir.graph import Graph, IRError, Value, split_tensor_name
 from compiler.ir.shapes import Shape
 from compiler.modelio import ONNX_QUANT_FORMATS
 
-# Importing the op families fills the lowering table.
-from compiler.backends.onnx import ops_array, ops_control, ops_conv, ops_elementwise, ops_image, ops_nn, ops_reduce  # noqa: F401,E402,I001
-from compiler.backends.onnx import ops_quantized  # noqa: F401,E402,I001
+
+def _import_op_families() -> None:
+    """Import every `ops_*` module of this package: each fills the lowering table as it loads,
+    so a new op family needs no list edited."""
+    package = __name__.rsplit(".", 1)[0]
+    for info in sorted(pkgutil.iter_modules([os.path.dirname(__file__)]), key=lambda m: m.name):
+        if info.name.startswith("ops_"):
+            importlib.import_module(f"{package}.{info.name}")
+
+
+_import_op_families()
 
 GRAPH_NAME = "gttc"
 InputShapes = Mapping[str, Sequence[Optional[int]]]
@@ -56,6 +68,7 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     if quant_format not in ONNX_QUANT_FORMATS:
         raise OnnxExportError(f"unknown eight-bit ONNX format '{quant_format}' "
                               f"(choose from {', '.join(ONNX_QUANT_FORMATS)})")
+    graph, dilated = fuse_dilated_convs(graph, _node_names(inputs) | _node_names(outputs))
     in_values, out_values = _resolve(graph, inputs, "input"), _resolve(graph, outputs, "output")
     if not out_values:
         raise OnnxExportError("no outputs to export")
@@ -74,6 +87,8 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     for value in in_values:
         builder.add_input(_spec(ctx, value, scope.tensors.claim(value.name), symbolic=True))
         ctx.bind(value, value.name)
+    if dilated:
+        ctx.stats["dilated_convs"] += dilated
     lower_ops(ctx, ops)
     for value in out_values:
         _expose_output(ctx, value)
@@ -83,6 +98,10 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
         model, fused = to_qoperator(model)
         ctx.stats.update({f"qoperator_{name}": count for name, count in fused.items()})
     return ExportResult(model, ExportReport.from_model(model, ctx.stats))
+
+
+def _node_names(names: Sequence[str]) -> set[str]:
+    return {split_tensor_name(name)[0] for name in names}
 
 
 def _resolve(graph: Graph, names: Sequence[str], role: str) -> list[Value]:

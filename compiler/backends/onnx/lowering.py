@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from compiler.analysis import analyze, reachable_ops, topological_order
+from compiler.backends.onnx.alternatives import nearest_alternative
 from compiler.backends.onnx.builder import GraphBuilder
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
@@ -33,6 +34,9 @@ def check_supported(ctx: LoweringContext, ops: Sequence[Op]) -> None:
     if missing:
         others = sorted({op.type for op in missing[1:]} - {missing[0].type})
         reason = "no lowering for this op type" + (f" (nor for {', '.join(others)})" if others else "")
+        alternative = nearest_alternative(missing[0].type, LOWERINGS)
+        if alternative:
+            reason += f"; {alternative}"
         raise UnsupportedOpError(missing[0].type, missing[0].name, reason)
 
 

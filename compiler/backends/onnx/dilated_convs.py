@@ -1,0 +1,120 @@
+"""TF's spelling of a dilated convolution, as one dilated ONNX Conv.
+
+TF's CPU depthwise kernel has no dilations, so `tf.nn.convolution` (every
+dilated Keras Conv2D, DepthwiseConv2D and SeparableConv2D) emits
+SpaceToBatchND -> VALID, stride-1 conv -> BatchToSpaceND.  Lowered op by op
+that is two Pad/Reshape/Transpose chains around the conv; ONNX's Conv has
+dilations, so the three ops become one conv with `dilations = block_shape`.
+
+Why the padding is exact: SpaceToBatchND pads the input by (p0, p1) per
+spatial axis and splits it into block-strided grids; a VALID conv on each grid
+and BatchToSpaceND's interleave compute, at output position j, the dilated
+conv of the padded input at j.  BatchToSpaceND then crops (c0, c1), which is
+the dilated conv with padding (p0 - c0, p1 - c1); that needs c <= p, which
+TF's own padding computation always gives.
+
+The rewrite runs on a copy of the graph, and only when something matches:
+exporting never changes the caller's IR.  The fused conv takes the
+BatchToSpaceND's name, so an output named after it still resolves.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Collection, Optional
+
+import numpy as np
+
+from compiler.ir.attrs import attr_text
+from compiler.ir.graph import Graph, Op
+from compiler.rewrite.constants import const_array
+
+_CONVS = ("Conv2D", "DepthwiseConv2dNative")
+
+
+@dataclass(frozen=True)
+class DilatedConv:
+    """One SpaceToBatchND -> conv -> BatchToSpaceND chain and the padding of the equivalent dilated conv."""
+
+    space_to_batch: Op
+    conv: Op
+    batch_to_space: Op
+    block: tuple[int, int]
+    pads: tuple[tuple[int, int], tuple[int, int]]
+
+
+def find_dilated_convs(graph: Graph, named: Collection[str] = ()) -> list[DilatedConv]:
+    """Every chain that fuses; `named` ops (the caller's inputs and outputs) must stay visible,
+    except the BatchToSpaceND, whose name the fused conv takes over."""
+    found = []
+    for op in graph:
+        if op.type == "BatchToSpaceND":
+            match = _match(op, named)
+            if match is not None:
+                found.append(match)
+    return found
+
+
+def _match(b2s: Op, named: Collection[str]) -> Optional[DilatedConv]:
+    conv = b2s.operands[0].op if len(b2s.operands) == 3 else None
+    if conv is None or conv.type not in _CONVS or len(conv.operands) != 2 or not _plain_valid(conv):
+        return None
+    s2b = conv.operands[0].op
+    if s2b.type != "SpaceToBatchND" or len(s2b.operands) != 3:
+        return None
+    if any(op.name in named or op.control_deps or op.control_users for op in (s2b, conv)) or b2s.control_deps:
+        return None
+    if not (_only_use(s2b, conv) and _only_use(conv, b2s)):
+        return None
+    block, block_again = const_array(s2b.operands[1]), const_array(b2s.operands[1])
+    pads, crops = const_array(s2b.operands[2]), const_array(b2s.operands[2])
+    if any(a is None for a in (block, block_again, pads, crops)):
+        return None
+    if block.shape != (2,) or not np.array_equal(block, block_again) or (block < 1).any():
+        return None
+    if pads.shape != (2, 2) or crops.shape != (2, 2) or (crops < 0).any() or (crops > pads).any():
+        return None
+    left = pads - crops
+    return DilatedConv(s2b, conv, b2s, (int(block[0]), int(block[1])),
+                       ((int(left[0, 0]), int(left[0, 1])), (int(left[1, 0]), int(left[1, 1]))))
+
+
+def _plain_valid(conv: Op) -> bool:
+    """NHWC, VALID, stride 1, no dilation: the conv TF puts between the two reshuffles."""
+    ones = [1, 1, 1, 1]
+    return (attr_text(conv.attr("data_format", "NHWC")) == "NHWC" and attr_text(conv.attr("padding")) == "VALID"
+            and list(conv.attr("strides", ones)) == ones and list(conv.attr("dilations", ones)) == ones)
+
+
+def _only_use(producer: Op, user: Op) -> bool:
+    uses = producer.results[0].uses
+    return len(uses) == 1 and uses[0][0] is user and all(not v.uses for v in producer.results[1:])
+
+
+def fuse_dilated_convs(graph: Graph, named: Collection[str] = ()) -> tuple[Graph, int]:
+    """The graph with every chain fused (a copy), or the graph itself when nothing matches."""
+    if not find_dilated_convs(graph, named):
+        return graph, 0
+    copy = graph.clone()
+    matches = find_dilated_convs(copy, named)
+    for match in matches:
+        _fuse(copy, match)
+    return copy, len(matches)
+
+
+def _fuse(graph: Graph, match: DilatedConv) -> None:
+    conv, b2s = match.conv, match.batch_to_space
+    attrs = conv.attrs.copy()
+    attrs["dilations"] = [1, match.block[0], match.block[1], 1]
+    (top, bottom), (left, right) = match.pads
+    if top or bottom or left or right:
+        attrs["padding"] = "EXPLICIT"
+        attrs["explicit_paddings"] = [0, 0, top, bottom, left, right, 0, 0]
+    name = b2s.name
+    fused = graph.create_op(conv.type, graph.unique_name(f"{name}/dilated"),
+                            [match.space_to_batch.operands[0], conv.operands[1]], attrs,
+                            result_types=[(b2s.results[0].dtype, b2s.results[0].shape)],
+                            device=conv.device, before=b2s)
+    b2s.results[0].replace_all_uses_with(fused.results[0])
+    b2s.hand_control_users_to(fused)
+    graph.erase_ops([b2s, conv, match.space_to_batch])
+    graph.rename(fused, name)

@@ -1,0 +1,118 @@
+"""SpaceToBatchND -> conv -> BatchToSpaceND (TF's dilated conv) exports as one dilated ONNX Conv.
+
+The unfused graph run by gttc's interpreter is the reference; the export must
+match it to 1e-6 of the output's largest magnitude (the fused conv sums in a
+different order), contain one Conv and none of the reshuffles, and leave the
+caller's graph as it was."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.backends.onnx import export_with_report
+from compiler.backends.onnx.dilated_convs import find_dilated_convs
+from compiler.runtime.interpreter import Interpreter
+from compiler.runtime.onnx_runner import run_onnx
+from tests.backends.test_onnx_added_ops import ints
+from tests.backends.test_onnx_export import Builder
+
+
+def _chain(b: Builder, x, conv_type: str, weights: np.ndarray, block, pads, crops):
+    s2b = b("SpaceToBatchND", x, ints(b, block), ints(b, pads), name="s2b")
+    conv = b(conv_type, s2b, b.const(weights), strides=[1, 1, 1, 1], padding="VALID", name="conv")
+    return b("BatchToSpaceND", conv, ints(b, block), ints(b, crops), name="b2s")
+
+
+@pytest.mark.parametrize("conv_type, size, block, pads, crops", [
+    ("Conv2D", 16, [2, 2], [[2, 2], [2, 2]], [[0, 0], [0, 0]]),          # SAME, 3x3, rate 2
+    ("Conv2D", 15, [2, 2], [[2, 3], [2, 3]], [[0, 1], [0, 1]]),          # SAME on an odd size: cropped
+    ("DepthwiseConv2dNative", 12, [3, 3], [[0, 0], [0, 0]], [[0, 0], [0, 0]]),  # VALID, rate 3
+    ("DepthwiseConv2dNative", 10, [2, 3], [[2, 4], [3, 5]], [[0, 2], [0, 1]]),  # unequal rates
+])
+def test_fused_matches_the_unfused_graph(conv_type: str, size: int, block, pads, crops) -> None:
+    rng = np.random.default_rng(size)
+    b = Builder()
+    x = b.input("x", [2, size, size, 3])
+    shape = (3, 3, 3, 4) if conv_type == "Conv2D" else (3, 3, 3, 2)
+    out = _chain(b, x, conv_type, rng.standard_normal(shape).astype(np.float32), block, pads, crops)
+    before = sorted(op.type for op in b.graph)
+    feeds = {"x": rng.standard_normal((2, size, size, 3)).astype(np.float32)}
+    want = Interpreter(b.graph).run(feeds, [out.name])[out.name]
+    result = export_with_report(b.graph, ["x"], [out.name])
+    onnx.checker.check_model(result.model, full_check=True)
+    got = run_onnx(result.model, feeds, [out.name])[out.name]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
+    counts = result.report.op_counts
+    # One conv, and the two Transposes between TF's NHWC graph inputs/outputs and ONNX's NCHW Conv.
+    assert counts == {"Conv": 1, "Transpose": 2}, counts
+    assert sorted(op.type for op in b.graph) == before  # the caller's IR is untouched
+
+
+def test_output_named_after_the_batch_to_space_resolves() -> None:
+    b = Builder()
+    x = b.input("x", [1, 8, 8, 2])
+    out = _chain(b, x, "Conv2D", np.ones((3, 3, 2, 2), np.float32), [2, 2], [[2, 2], [2, 2]], [[0, 0], [0, 0]])
+    result = export_with_report(b.graph, ["x"], [out.name])
+    assert [o.name for o in result.model.graph.output] == ["b2s"]
+    assert result.report.stats["dilated_convs"] == 1
+
+
+def test_chains_whose_inner_ops_are_named_outputs_are_not_fused() -> None:
+    b = Builder()
+    x = b.input("x", [1, 8, 8, 2])
+    _chain(b, x, "Conv2D", np.ones((3, 3, 2, 2), np.float32), [2, 2], [[2, 2], [2, 2]], [[0, 0], [0, 0]])
+    assert find_dilated_convs(b.graph) and not find_dilated_convs(b.graph, {"conv"})
+    assert not find_dilated_convs(b.graph, {"s2b"})
+
+
+def test_crops_larger_than_the_padding_are_not_fused() -> None:
+    b = Builder()
+    x = b.input("x", [1, 8, 8, 2])
+    _chain(b, x, "Conv2D", np.ones((3, 3, 2, 2), np.float32), [2, 2], [[0, 0], [0, 0]], [[1, 0], [0, 0]])
+    assert not find_dilated_convs(b.graph)
+
+
+def test_strided_conv_is_not_fused() -> None:
+    b = Builder()
+    x = b.input("x", [1, 8, 8, 2])
+    s2b = b("SpaceToBatchND", x, ints(b, [2, 2]), ints(b, [[0, 0], [0, 0]]))
+    conv = b("Conv2D", s2b, b.const(np.ones((1, 1, 2, 2), np.float32)), strides=[1, 2, 2, 1], padding="VALID")
+    b("BatchToSpaceND", conv, ints(b, [2, 2]), ints(b, [[0, 0], [0, 0]]))
+    assert not find_dilated_convs(b.graph)
+
+
+@pytest.mark.tf
+def test_keras_dilated_convs_export_with_no_more_nodes_than_tf2onnx() -> None:
+    """Keras Conv2D, DepthwiseConv2D and SeparableConv2D with dilation rates 2, 2 and 3, frozen:
+    the -O2 graph exports, matches TF within 1e-4 and has no more nodes than tf2onnx's model."""
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("tf2onnx")
+    import keras
+
+    from compiler.backends.graphdef import emit_graphdef_bytes
+    from compiler.backends.onnx.tf2onnx_compare import compare_with_tf2onnx
+    from compiler.frontends.graphdef import load_graph_bytes
+    from compiler.passes import run_pipeline
+    from compiler.passes.levels import preset_pipeline
+    from tests.oracle import run_tf
+    from tools.make_fixtures import freeze_keras
+
+    keras.utils.set_random_seed(11)
+    inp = keras.Input((15, 15, 3))
+    h = keras.layers.Conv2D(4, 3, dilation_rate=2, padding="same", activation="relu")(inp)
+    h = keras.layers.DepthwiseConv2D(3, dilation_rate=2, padding="same")(h)
+    h = keras.layers.SeparableConv2D(4, 3, dilation_rate=3, padding="valid")(h)
+    graph_def, inputs, outputs = freeze_keras(keras.Model(inp, h), (15, 15, 3))
+    data = graph_def.SerializeToString()
+    feeds = {inputs[0]: np.random.default_rng(0).uniform(-1, 1, (1, 15, 15, 3)).astype(np.float32)}
+    want = run_tf(data, feeds, outputs)[outputs[0]]
+    specs, _ = preset_pipeline(2)
+    graph = run_pipeline(load_graph_bytes(data), specs, inputs, outputs).graph
+    result = export_with_report(graph, inputs, outputs)
+    assert result.report.stats["dilated_convs"] == 3
+    comparison = compare_with_tf2onnx(emit_graphdef_bytes(graph), result.model, inputs, outputs, feeds)
+    got = run_onnx(result.model, feeds, outputs)[outputs[0]]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
+    assert comparison.gttc.node_count <= comparison.tf2onnx.node_count, comparison.format()
