@@ -83,7 +83,7 @@ LEVELS: dict[int, Level] = {
     for level in (
         Level(0, "no passes", ""),
         Level(1, "cleanup", f"{_CLEANUP} sort_by_execution_order"),
-        Level(2, "cleanup, constant and batch-norm folding, convolution fusion", f"{_PRUNE} {_FOLDS} {_FINISH}"),
+        Level(2, "cleanup, constant-cond, constant and batch-norm folding, convolution fusion", f"{_PRUNE} {_FOLDS} {_FINISH}"),
     )
 }
 
