@@ -9,8 +9,9 @@ is not built.
 * -O0 runs nothing.
 * -O1 cleans up: strip unused nodes, remove Identity/CheckNumerics (the pass
   keeps the identities control flow needs), merge duplicates, sort.
-* -O2 is -O1's cleanup with TF1 conds on constant predicates folded away,
-  then GTT's "optimizing for deployment" folds, then strip and sort again.
+* -O2 inlines function calls (PartitionedCall), then runs -O1's cleanup with
+  TF1 conds on constant predicates folded away, then GTT's "optimizing for
+  deployment" folds, then strip and sort again.
 
 There is no -O3: it would run exactly what -O2 runs, so it is not offered.
 
@@ -34,8 +35,9 @@ NEEDS_OUTPUTS = frozenset({"strip_unused_nodes"})
 
 _TIDY = "remove_nodes(op=Identity, op=CheckNumerics) merge_duplicate_nodes(gtt_order=false)"
 _CLEANUP = f"strip_unused_nodes {_TIDY}"
-# Dead cond branches go before the tidy-up, so the Identities they leave are removed with the rest.
-_PRUNE = f"strip_unused_nodes fold_constant_conds {_TIDY}"
+# Function calls are inlined and dead cond branches removed before the tidy-up, so what they leave
+# (Identities of the bodies and branches) is tidied with the rest, and the folds see the inlined convs.
+_PRUNE = f"inline_function_calls strip_unused_nodes fold_constant_conds {_TIDY}"
 _FOLDS = "fold_constants(ignore_errors=true) fold_batch_norms fold_old_batch_norms fuse_convolutions"
 _FINISH = "strip_unused_nodes sort_by_execution_order"
 # mobile-int8 quantizes only the ops whose eight-bit kernels beat float: elsewhere each
@@ -83,7 +85,7 @@ LEVELS: dict[int, Level] = {
     for level in (
         Level(0, "no passes", ""),
         Level(1, "cleanup", f"{_CLEANUP} sort_by_execution_order"),
-        Level(2, "cleanup, constant-cond, constant and batch-norm folding, convolution fusion", f"{_PRUNE} {_FOLDS} {_FINISH}"),
+        Level(2, "function-call inlining, cleanup, constant-cond, constant and batch-norm folding, convolution fusion", f"{_PRUNE} {_FOLDS} {_FINISH}"),
     )
 }
 

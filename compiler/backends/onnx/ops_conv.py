@@ -98,13 +98,20 @@ def conv_filter(ctx: LoweringContext, op: Op, index: int, depthwise: bool, eight
     return weight, [kh, kw], c if depthwise else 0
 
 
-def _group(ctx: LoweringContext, op: Op, x: Value, fmt: DataFormat, filter_in: Optional[int]) -> int:
-    """TF runs Conv2D grouped when the input has a multiple of the filter's input channels."""
+def _group(ctx: LoweringContext, op: Op, x: Value, fmt: DataFormat, filter_dims: Optional[Sequence[Optional[int]]]
+           ) -> int:
+    """TF runs Conv2D grouped when the input has a multiple of the filter's input channels
+    (Keras' `Conv2D(groups=...)`); ONNX says the same with Conv's `group`."""
     dims = ctx.shape(x).dims
     channels = None if dims is None else dims[fmt.channel_axis(4)]
+    filter_in, filter_out = (None, None) if filter_dims is None else (filter_dims[2], filter_dims[3])
     if channels is None or not filter_in or channels == filter_in:
         return 1
-    return channels // filter_in
+    groups = channels // filter_in
+    if channels % filter_in or (filter_out is not None and filter_out % groups):
+        raise UnsupportedOpError(op.type, op.name, f"input depth {channels} does not fit the filter's "
+                                                   f"{filter_in} input and {filter_out} output channels")
+    return groups
 
 
 def window_attr(op: Op, fmt: DataFormat, name: str, values: Optional[Sequence[int]] = None) -> list[int]:
@@ -148,7 +155,7 @@ def _conv2d(ctx: LoweringContext, op: Op) -> None:
         pads = [(b + eb, a + ea) for (b, a), (eb, ea) in zip(pads, extra)]  # type: ignore[union-attr]
         ctx.stats["pad_into_conv"] += 1
     filter_dims = ctx.shape(op.operands[1]).dims
-    group = 1 if depthwise else _group(ctx, op, x, fmt, None if filter_dims is None else filter_dims[2])
+    group = 1 if depthwise else _group(ctx, op, x, fmt, filter_dims)
     out = emit_conv(ctx, op, ctx.value_in(x, perm), 1, depthwise, fmt, pads, group)
     ctx.bind(op.results[0], out, perm)
 

@@ -114,6 +114,8 @@ def conv2d_nhwc(x: Array, w: Array, strides: tuple[int, int], dilations: tuple[i
     if cin == 0 or x.shape[3] % cin or cout % (x.shape[3] // cin):
         raise KernelError(f"input depth {x.shape[3]} incompatible with filter {list(w.shape)}")
     groups = x.shape[3] // cin
+    if cin == 1 and groups > 1:  # one input channel per group: ConvNeXt's depthwise layers
+        return depthwise_nhwc(x, w.reshape(kh, kw, groups, cout // groups), strides, dilations, pads)
     acc = _compute_type(x.dtype)
     xp = pad_or_crop(x.astype(acc, copy=False), pads)
     win = windows(xp, (kh, kw), strides, dilations)  # N, OH, OW, C, KH, KW
@@ -165,27 +167,34 @@ def _conv2d(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     return [_from_nhwc(out, spec.data_format)]
 
 
-@kernel("DepthwiseConv2dNative")
-def _depthwise_conv2d(attrs: Attrs, inputs: list[Array]) -> list[Array]:
-    """Channel c with multiplier m lands on output channel c * M + m.  One
-    broadcast multiply-add per filter tap keeps it vectorised without im2col."""
-    x, w = inputs
-    _check_4d(x, "input")
-    _check_4d(w, "filter")
-    spec = _ConvSpec(attrs)
-    x = _to_nhwc(x, spec.data_format)
+def depthwise_nhwc(x: Array, w: Array, strides: tuple[int, int], dilations: tuple[int, int],
+                   pads: Pads) -> Array:
+    """Depthwise convolution of NHWC `x` with HW·C·M `w`: channel c with multiplier m lands on
+    output channel c * M + m.  One broadcast multiply-add per filter tap keeps it vectorised
+    without im2col."""
     kh, kw, c, m = w.shape
-    if x.shape[3] != c:
-        raise KernelError(f"input depth {x.shape[3]} != filter depth {c}")
     acc = _compute_type(x.dtype)
-    xp = pad_or_crop(x.astype(acc, copy=False), spec.pads(x.shape[1:3], (kh, kw)))
-    win = windows(xp, (kh, kw), spec.strides, spec.dilations)
+    xp = pad_or_crop(x.astype(acc, copy=False), pads)
+    win = windows(xp, (kh, kw), strides, dilations)
     wide_w = w.astype(acc, copy=False)
     out = np.zeros(win.shape[:4] + (m,), dtype=acc)
     for i in range(kh):
         for j in range(kw):
             out += win[..., i, j, None] * wide_w[i, j]
-    out = out.reshape(out.shape[:3] + (c * m,)).astype(x.dtype)
+    return out.reshape(out.shape[:3] + (c * m,)).astype(x.dtype)
+
+
+@kernel("DepthwiseConv2dNative")
+def _depthwise_conv2d(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    x, w = inputs
+    _check_4d(x, "input")
+    _check_4d(w, "filter")
+    spec = _ConvSpec(attrs)
+    x = _to_nhwc(x, spec.data_format)
+    kh, kw, c, _ = w.shape
+    if x.shape[3] != c:
+        raise KernelError(f"input depth {x.shape[3]} != filter depth {c}")
+    out = depthwise_nhwc(x, w, spec.strides, spec.dilations, spec.pads(x.shape[1:3], (kh, kw)))
     return [_from_nhwc(out, spec.data_format)]
 
 
