@@ -62,10 +62,19 @@ def test_verify_exits_1_past_the_tolerance(tmp_path):
 
 
 def test_unsupported_onnx_export_is_one_line_and_writes_nothing(tmp_path):
+    """A TF1 loop whose Switch is not predicated on its LoopCond has no ONNX Loop form."""
+    from compiler.backends.graphdef import emit_graphdef_bytes
+    from compiler.frontends.graphdef import load_graph
+
+    graph = load_graph(FIXTURES / "tf1_control_flow.pb")
+    switch = next(op for op in graph if op.type == "Switch" and op.operands[1].op.type == "LoopCond")
+    switch.set_operand(1, graph.op("pred_pos").results[0])
+    broken = tmp_path / "broken.pb"
+    broken.write_bytes(emit_graphdef_bytes(graph))
     pb, model = tmp_path / "c.pb", tmp_path / "c.onnx"
-    result = gttc(FIXTURES / "tf1_control_flow.pb", "-o", pb, "-o", model, "--inputs=input", "--outputs=output")
+    result = gttc(broken, "-o", pb, "-o", model, "--inputs=input", "--outputs=output")
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1].startswith("gttc: error: cannot export op type")
+    assert result.stderr.strip().splitlines()[-1].startswith("gttc: error: cannot export op type 'Switch'")
     assert not pb.exists() and not model.exists()
 
 

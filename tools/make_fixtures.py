@@ -938,6 +938,74 @@ def build_digits_mlp() -> Fixture:
     return fx
 
 
+def build_keras_rnn() -> Fixture:
+    """Keras-3 recurrent layers frozen with lowered control flow: TF1 while frames and TensorList ops."""
+    import keras
+    from keras import layers
+
+    def make():
+        inp = keras.Input((4, 3), name="input")
+        x = layers.LSTM(5, return_sequences=True, name="lstm")(inp)
+        x = layers.Bidirectional(layers.GRU(4, return_sequences=True), name="bigru")(x)
+        x = layers.SimpleRNN(3, name="simple_rnn")(x)
+        out = layers.Dense(2, name="fc")(x)
+        return keras.Model(inp, out, name="keras_rnn")
+
+    fixture = _keras_fixture(
+        make,
+        (4, 3),
+        seed=1004,
+        notes=(
+            "LSTM(5, return_sequences) -> Bidirectional(GRU(4), return_sequences) -> SimpleRNN(3) -> Dense(2) "
+            "over 4 timesteps of 3 features; lower_control_flow=True turns each recurrence into a TF1 "
+            "Enter/Merge/Switch/NextIteration/Exit frame with TensorList ops. The freezer's unread "
+            "'unused_control_flow_input*' Placeholders and the '_has_manual_control_dependencies' attribute "
+            "are dropped and nodes sorted by name (the freezer's order and that attribute vary between runs)."
+        ),
+    )
+    read = {inp.lstrip("^").split(":")[0] for node in fixture.graph_def.node for inp in node.input}
+    kept = [n for n in fixture.graph_def.node
+            if not (n.op == "Placeholder" and n.name.startswith("unused_control_flow_input") and n.name not in read)]
+    for node in kept:  # set on some runs and not others
+        node.attr.pop("_has_manual_control_dependencies", None)
+    del fixture.graph_def.node[:]
+    fixture.graph_def.node.extend(sorted(kept, key=lambda n: n.name))  # freezing lists them in varying order
+    return fixture
+
+
+def build_keras_grouped_calls() -> Fixture:
+    """A tiny ConvNeXt-like Keras-3 model: grouped convs freeze into calls of jit-compiled functions."""
+    import keras
+    from keras import layers
+
+    def make():
+        inp = keras.Input((8, 8, 8), name="input")
+        x = layers.Conv2D(8, 3, padding="same", groups=8, name="dwconv")(inp)
+        x = layers.LayerNormalization(epsilon=1e-6, name="norm")(x)
+        x = layers.Dense(16, name="pw1")(x)
+        x = layers.Activation("gelu", name="gelu")(x)
+        x = layers.Dense(8, name="pw2")(x)
+        x = layers.Add(name="residual")([inp, x])
+        x = layers.Conv2D(12, 3, strides=2, padding="same", groups=2, name="gconv")(x)
+        x = layers.GlobalAveragePooling2D(name="pool")(x)
+        out = layers.Dense(4, name="head")(x)
+        return keras.Model(inp, out, name="keras_grouped_calls")
+
+    fixture = _keras_fixture(
+        make,
+        (8, 8, 8),
+        seed=1005,
+        notes=(
+            "ConvNeXt block in miniature: Conv2D(groups=8) as depthwise 3x3, LayerNormalization, Dense, "
+            "GELU (erf), Dense, residual Add, then Conv2D(12, groups=2, stride 2), global pool, Dense. "
+            "Keras 3 runs grouped convs in a tf.function(jit_compile=True), so the frozen graph keeps one "
+            "StatefulPartitionedCall per grouped conv into an _XlaMustCompile library function."
+        ),
+    )
+    canonicalize_function_names(fixture.graph_def)
+    return fixture
+
+
 # --------------------------------------------------------------------------
 # big fixtures (not committed)
 # --------------------------------------------------------------------------
@@ -967,6 +1035,8 @@ SMALL_FIXTURES = [
     "tf1_fused_bn",
     "tf1_old_batch_norm",
     "tf1_control_flow",
+    "keras_rnn",
+    "keras_grouped_calls",
     "tf2_functional_control_flow",
     "resize_pad_conv",
     "devices_gather",
@@ -989,6 +1059,8 @@ BUILDERS: Dict[str, Callable[[], Fixture]] = {
     "tf1_fused_bn": build_tf1_fused_bn,
     "tf1_old_batch_norm": build_tf1_old_batch_norm,
     "tf1_control_flow": build_tf1_control_flow,
+    "keras_rnn": build_keras_rnn,
+    "keras_grouped_calls": build_keras_grouped_calls,
     "tf2_functional_control_flow": build_tf2_functional_control_flow,
     "resize_pad_conv": build_resize_pad_conv,
     "devices_gather": build_devices_gather,

@@ -128,14 +128,28 @@ _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_ax
 
 @shape_rule("StridedSlice")
 def _strided_slice(facts: OpFacts) -> Optional[list[Shape]]:
-    """Index a zero-stride stand-in array of the input's shape: numpy does the arithmetic."""
-    shape = facts.shapes[0]
+    """Index a zero-stride stand-in array of the input's shape: numpy does the arithmetic.
+
+    An unknown dim is tried at two large sizes; a result dim that comes out the same both times
+    does not depend on it (a dynamic-batch RNN's `x[:, -1]` keeps its known feature dim)."""
+    dims = facts.shapes[0].dims
     begin, end, strides = facts.ints(1), facts.ints(2), facts.ints(3)
-    if not shape.is_fully_defined or begin is None or end is None or strides is None:
+    if dims is None or begin is None or end is None or strides is None:
         return None
     masks = {m: int(facts.attr(m, 0)) for m in _MASKS}
-    stand_in = np.broadcast_to(np.zeros((), np.int8), shape.dims)  # type: ignore[arg-type]
-    return [Shape(stand_in[strided_slice_index(shape.dims, begin, end, strides, masks)].shape)]  # type: ignore
+    trials = [_sliced_shape([s if d is None else d for d in dims], begin, end, strides, masks) for s in _STAND_INS]
+    if None in dims:
+        return [Shape(tuple(a if a == b else None for a, b in zip(*trials)))]
+    return [Shape(trials[0])]
+
+
+# Sizes standing in for an unknown dim: large, distinct, and not multiples of each other.
+_STAND_INS = (1000003, 1000033)
+
+
+def _sliced_shape(dims: list[int], begin, end, strides, masks: dict[str, int]) -> tuple[int, ...]:
+    stand_in = np.broadcast_to(np.zeros((), np.int8), dims)
+    return stand_in[strided_slice_index(dims, begin, end, strides, masks)].shape  # type: ignore[index]
 
 
 @shape_rule("Gather", "GatherV2")
@@ -166,8 +180,21 @@ _SHAPE_OPERAND = {"Fill": 0, "BroadcastTo": 1}
 
 @shape_rule(*_SHAPE_OPERAND)
 def _shape_from_operand(facts: OpFacts) -> Optional[list[Shape]]:
-    dims = facts.ints(_SHAPE_OPERAND[facts.op.type])
-    return None if dims is None else [Shape(tuple(dims))]
+    """The shape operand's value; when only its length is known, that many unknown dims."""
+    index = _SHAPE_OPERAND[facts.op.type]
+    dims = facts.ints(index)
+    if dims is not None:
+        return [Shape(tuple(dims))]
+    length = facts.dims(index)
+    if length is None or len(length) != 1 or length[0] is None:
+        return None
+    return [Shape((None,) * length[0])]
+
+
+@shape_rule("ReverseV2", "Reverse", "ReverseSequence", "Roll")
+def _same_as_input(facts: OpFacts) -> Optional[list[Shape]]:
+    """Reordering elements keeps the shape."""
+    return [facts.shapes[0]]
 
 
 @shape_rule("Tile")

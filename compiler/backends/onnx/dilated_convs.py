@@ -13,9 +13,8 @@ conv of the padded input at j.  BatchToSpaceND then crops (c0, c1), which is
 the dilated conv with padding (p0 - c0, p1 - c1); that needs c <= p, which
 TF's own padding computation always gives.
 
-The rewrite runs on a copy of the graph, and only when something matches:
-exporting never changes the caller's IR.  The fused conv takes the
-BatchToSpaceND's name, so an output named after it still resolves.
+The fused conv takes the BatchToSpaceND's name.  `export_rewrites` runs
+this on the exporter's own copy of the graph.
 """
 from __future__ import annotations
 
@@ -90,15 +89,16 @@ def _only_use(producer: Op, user: Op) -> bool:
     return len(uses) == 1 and uses[0][0] is user and all(not v.uses for v in producer.results[1:])
 
 
-def fuse_dilated_convs(graph: Graph, named: Collection[str] = ()) -> tuple[Graph, int]:
-    """The graph with every chain fused (a copy), or the graph itself when nothing matches."""
-    if not find_dilated_convs(graph, named):
-        return graph, 0
-    copy = graph.clone()
-    matches = find_dilated_convs(copy, named)
+def count_dilated_convs(graph: Graph, named: Collection[str] = ()) -> int:
+    return len(find_dilated_convs(graph, named))
+
+
+def fuse_all(graph: Graph, named: Collection[str] = ()) -> int:
+    """Fuse every chain in `graph`, in place; returns how many."""
+    matches = find_dilated_convs(graph, named)
     for match in matches:
-        _fuse(copy, match)
-    return copy, len(matches)
+        _fuse(graph, match)
+    return len(matches)
 
 
 def _fuse(graph: Graph, match: DilatedConv) -> None:

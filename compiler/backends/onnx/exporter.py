@@ -16,18 +16,18 @@ from typing import Mapping, Optional, Sequence
 
 import onnx
 
-from compiler.analysis import analyze, reachable_ops, topological_order
+from compiler.analysis import analyze, reachable_ops
 from compiler.backends.onnx import model as onnx_model
 from compiler.backends.onnx.builder import Dim, GraphBuilder, ModelScope, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
-from compiler.backends.onnx.dilated_convs import fuse_dilated_convs
 from compiler.backends.onnx.errors import OnnxExportError
+from compiler.backends.onnx.export_rewrites import rewrite_for_export
 from compiler.backends.onnx.lowering import lower_ops
 from compiler.backends.onnx.opset import DEFAULT_OPSET, check_opset
-from compiler.backends.onnx.ops_control import reject_tf1_control_flow
 from compiler.backends.onnx.qoperator import to_qoperator
 from compiler.backends.onnx.report import ExportReport
+from compiler.backends.onnx.tf1_frames import export_order
 from compiler.ir.graph import Graph, IRError, Value, split_tensor_name
 from compiler.ir.shapes import Shape
 from compiler.modelio import ONNX_QUANT_FORMATS
@@ -68,7 +68,7 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     if quant_format not in ONNX_QUANT_FORMATS:
         raise OnnxExportError(f"unknown eight-bit ONNX format '{quant_format}' "
                               f"(choose from {', '.join(ONNX_QUANT_FORMATS)})")
-    graph, dilated = fuse_dilated_convs(graph, _node_names(inputs) | _node_names(outputs))
+    graph, rewritten = rewrite_for_export(graph, _node_names(inputs) | _node_names(outputs))
     in_values, out_values = _resolve(graph, inputs, "input"), _resolve(graph, outputs, "output")
     if not out_values:
         raise OnnxExportError("no outputs to export")
@@ -76,8 +76,7 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
         if len(set(values)) != len(values):
             raise OnnxExportError(f"{role} is listed twice")
     needed = reachable_ops(out_values, in_values)
-    reject_tf1_control_flow(op for op in graph if op in needed)
-    ops = topological_order(graph, needed, in_values)
+    ops = export_order(graph, needed, in_values)  # TF1 loops and conds are lowered as regions (tf1_frames)
     shapes = _input_shapes(in_values, input_shapes or {})
     info = analyze(ops, shapes)
     scope = ModelScope(opset, {v.name for op in graph for v in op.results} | {op.name for op in graph})
@@ -87,8 +86,7 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     for value in in_values:
         builder.add_input(_spec(ctx, value, scope.tensors.claim(value.name), symbolic=True))
         ctx.bind(value, value.name)
-    if dilated:
-        ctx.stats["dilated_convs"] += dilated
+    ctx.stats.update({name: count for name, count in rewritten.items() if count})
     lower_ops(ctx, ops)
     for value in out_values:
         _expose_output(ctx, value)

@@ -8,7 +8,7 @@ anything is emitted, naming the first one and the node.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -19,8 +19,9 @@ from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.layout import preferred_layouts
 from compiler.backends.onnx.registry import LAYOUT_ROLES, LOWERINGS
+from compiler.backends.onnx.tf1_frames import REGION_LOWERINGS, needs_shape_refinement, refine_shapes, schedule
 from compiler.frontends.graphdef.functions import Function
-from compiler.ir.graph import Op
+from compiler.ir.graph import Op, Value
 from compiler.ir.shapes import Shape
 
 
@@ -41,10 +42,17 @@ def check_supported(ctx: LoweringContext, ops: Sequence[Op]) -> None:
 
 
 def lower_ops(ctx: LoweringContext, ops: Sequence[Op]) -> None:
-    """Lower `ops` (topologically ordered) into the context's graph."""
+    """Lower `ops` (topologically ordered, loop back-edges cut) into the context's graph; each TF1
+    while loop or cond among them is lowered as one unit (see `tf1_frames`)."""
     check_supported(ctx, ops)
+    units = schedule(ops)
+    if needs_shape_refinement(ops):
+        ctx.info = refine_shapes(ctx.info, ops)
     ctx.preferred = preferred_layouts(ops, LAYOUT_ROLES, ctx.rank, ctx.keep)
-    for op in ops:
+    for op in units:
+        if not isinstance(op, Op):
+            REGION_LOWERINGS[type(op)](ctx, op)
+            continue
         if is_folded(ctx, op):
             ctx.stats["folded_ops"] += op.type != "Const"
             continue
@@ -79,14 +87,43 @@ def lower_function_body(ctx: LoweringContext, fn: Function, builder: GraphBuilde
     """Lower function `fn` into `builder` with its arguments bound to `args`; returns its results (TF layout)."""
     arg_values = [a.results[0] for a in fn.args]
     ops = topological_order(fn.graph, reachable_ops(fn.results, arg_values), arg_values)
-    runtime = {v: a.shape for v, a in zip(arg_values, args) if a.constant is None}
-    constants = {v: a.constant for v, a in zip(arg_values, args) if a.constant is not None}
+    return lower_bound_ops(ctx, ops, builder, prefix, dict(zip(arg_values, args)), fn.results)
+
+
+def lower_bound_ops(ctx: LoweringContext, ops: Sequence[Op], builder: GraphBuilder, prefix: str,
+                    bound: Mapping[Value, Argument], results: Sequence[Value]) -> list[str]:
+    """Lower `ops` (topological) into `builder` in a child context where each value of `bound` is
+    already its Argument's tensor; returns the tensors of `results` (TF layout).
+
+    A function body, a loop's body or condition, and a cond branch are all this: a subgraph that
+    reads a few values from outside (constants among them stay constants, so weights fold).
+    """
+    ops, bound = _with_outer_reads(ctx, ops, bound)
+    runtime = {v: a.shape for v, a in bound.items() if a.constant is None}
+    constants = {v: a.constant for v, a in bound.items() if a.constant is not None}
     child = ctx.child(builder, analyze(ops, runtime, constants), prefix)
-    child.keep.update(fn.results)
-    for value, arg in zip(arg_values, args):
+    child.keep.update(results)
+    for value, arg in bound.items():
         if arg.constant is None:
             child.bind(value, arg.tensor)
         else:
             child.bind_constant_tensor(value, arg.tensor)
     lower_ops(child, ops)
-    return [child.value_in(r) for r in fn.results]
+    return [child.value_in(r) for r in results]
+
+
+def _with_outer_reads(ctx: LoweringContext, ops: Sequence[Op], bound: Mapping[Value, Argument]
+                      ) -> tuple[list[Op], dict[Value, Argument]]:
+    """`ops` plus the operand-free ops (Consts) they read from outside, and `bound` plus the other
+    outside values they read directly (a TF1 cond branch may read its enclosing graph's values)."""
+    members, extended = set(ops), dict(bound)
+    constants: list[Op] = []
+    for op in ops:
+        for value in op.operands:
+            if value.op in members or value in extended:
+                continue
+            if not value.op.operands and value.op not in constants:
+                constants.append(value.op)
+            elif value.op.operands:
+                extended[value] = Argument(ctx.value_in(value, None), ctx.shape(value), ctx.constant(value))
+    return constants + list(ops), extended

@@ -1,44 +1,28 @@
-"""Control flow: TF2's functional If/While as ONNX If/Loop; TF1's Switch/Merge frames rejected.
+"""Control flow: TF2's functional If/While as ONNX If/Loop (TF1 frames: `ops_tf1_control.py`).
 
 Branch and loop bodies are library functions, lowered into ONNX subgraphs
 that read outer values by name.  TF's While evaluates `cond` before every
 iteration including the first, ONNX's Loop checks a condition carried out
 of the body, so the cond function is lowered twice: once in the enclosing
 graph for the first test, once at the end of the body for the next.
-TF1 loops and conds (Enter/Merge/Switch/NextIteration/Exit frames) have no
-structured form to map to Loop/If and are rejected up front.
+TF1 loops and conds (Enter/Merge/Switch/NextIteration/Exit frames) are
+recovered into the same structure by `tf1_frames.py` and lowered by
+`ops_tf1_control.py`.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from onnx import TensorProto
 
 from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
-from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.lowering import Argument, lower_function_body
 from compiler.backends.onnx.registry import lowers
 from compiler.frontends.graphdef.functions import Function, lower_function
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
-
-TF1_CONTROL_FLOW = frozenset({
-    "Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter", "Exit", "RefExit",
-    "NextIteration", "RefNextIteration", "LoopCond",
-})
-
-
-def reject_tf1_control_flow(ops: Iterable[Op]) -> None:
-    """Raise naming the first TF1 control-flow node among `ops` (in the order given)."""
-    found = [op for op in ops if op.type in TF1_CONTROL_FLOW]
-    if found:
-        raise UnsupportedOpError(
-            found[0].type, found[0].name,
-            f"TF1 control flow ({len(found)} Switch/Merge/Enter/Exit/NextIteration/LoopCond nodes) is not "
-            "supported; export the model with control flow v2 (functional If/While)")
-
 
 def _function(ctx: LoweringContext, op: Op, attr: str) -> Function:
     return lower_function(ctx.library, op.attr(attr).name)

@@ -1,0 +1,43 @@
+"""Rewrites the ONNX export makes on its own copy of the graph before lowering.
+
+Some TF spellings exist only because of a TF limitation (a dilated conv as
+SpaceToBatchND -> conv -> BatchToSpaceND) or need care only in general (Erfc
+of any argument, where GELU's use of it does not).  Each rewrite here turns
+such a spelling into IR that lowers to fewer ONNX nodes, computing the same
+numbers.  They run only on a copy, and only when one of them matches, so
+exporting never changes the caller's graph and costs nothing when nothing
+matches.  The fused op takes the name of the op it replaces, so an output
+named after it still resolves.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Collection
+
+from compiler.backends.onnx import dilated_convs, gelu_erf
+from compiler.ir.graph import Graph
+
+
+@dataclass(frozen=True)
+class ExportRewrite:
+    """A named rewrite: `count` the sites in a graph, `apply` them to a graph (returns how many)."""
+
+    name: str
+    count: Callable[[Graph, Collection[str]], int]
+    apply: Callable[[Graph, Collection[str]], int]
+
+
+REWRITES = (
+    ExportRewrite("dilated_convs", dilated_convs.count_dilated_convs, dilated_convs.fuse_all),
+    ExportRewrite("gelu_erf", gelu_erf.count_gelu_erfcs, gelu_erf.rewrite_all),
+)
+
+
+def rewrite_for_export(graph: Graph, named: Collection[str] = ()) -> tuple[Graph, dict[str, int]]:
+    """The graph to lower (a rewritten copy, or `graph` itself when nothing matches) and the
+    number of sites each rewrite changed.  `named` ops (the caller's inputs and outputs) stay."""
+    wanted = [rewrite for rewrite in REWRITES if rewrite.count(graph, named)]
+    if not wanted:
+        return graph, {}
+    copy = graph.clone()
+    return copy, {rewrite.name: rewrite.apply(copy, named) for rewrite in wanted}

@@ -1,0 +1,144 @@
+"""TensorList ops as plain ONNX tensors: a list of n items of shape S is one tensor of shape [n, *S].
+
+Keras recurrent loops unstack their input with TensorListFromTensor and
+read one step per iteration with GetItem, and collect their outputs in a
+TensorListReserve'd list written with SetItem and stacked after the loop.
+Stored densely, FromTensor and Stack cost nothing, GetItem is a Gather and
+SetItem a ScatterND into the tensor the loop carries -- no ONNX sequence
+types, which runtimes optimize poorly.  An item never set reads as zeros,
+as in TF, because Reserve allocates zeros.  An element dimension unknown at
+export time (a Keras RNN frozen with a dynamic batch) is allocated as 1, and
+every SetItem into such a list first Expands it to the item's shape: zeros
+broadcast, and once written the list already has that shape.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.dtypes import onnx_type
+from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.registry import lowers
+from compiler.ir.dtypes import DType
+from compiler.ir.graph import Op, Value
+
+# Ops that hand a list through unchanged (control flow and identities), looked through for its dtype.
+_LIST_CARRIERS = frozenset({
+    "Enter", "RefEnter", "Merge", "RefMerge", "Switch", "RefSwitch", "Exit", "RefExit",
+    "NextIteration", "RefNextIteration", "Identity", "Snapshot",
+})
+# Zeros up to this many elements are an initializer; larger ones a ConstantOfShape node.
+_INITIALIZER_ELEMENTS = 4096
+
+
+def list_element_dtype(value: Value) -> Optional[DType]:
+    """The element dtype of the TensorList `value`, from the list op that made it."""
+    origin = _list_origin(value)
+    found = origin.attr("element_dtype", None) if origin is not None else None
+    return found if isinstance(found, DType) else None
+
+
+def _list_origin(value: Value) -> Optional[Op]:
+    """The op that created list `value` (Reserve, FromTensor...), looking through control flow,
+    identities and SetItems; None past a cycle."""
+    seen: set[Value] = set()
+    while value not in seen:
+        seen.add(value)
+        passes_on = value.op.type in _LIST_CARRIERS or value.op.type == "TensorListSetItem"
+        if not passes_on or not value.op.operands:
+            return value.op
+        value = value.op.operands[0]
+    return None
+
+
+def _element_shape(ctx: LoweringContext, op: Op, index: int) -> Optional[list[int]]:
+    """A constant element-shape operand as a list (-1: unknown dim), None for an unknown rank."""
+    shape = np.asarray(_const(ctx, op, index, "the element shape"))
+    return None if shape.ndim == 0 else [int(d) for d in shape.reshape(-1)]
+
+
+def _const(ctx: LoweringContext, op: Op, index: int, what: str) -> np.ndarray:
+    """Operand `index` at export time; a Const read straight from the IR when `op` lies outside the
+    subgraph being lowered (a SetItem in a loop body asks about the Reserve before the loop)."""
+    source = op.operands[index].op
+    if ctx.constant(op.operands[index]) is None and source.type == "Const":
+        return source.attrs["value"].numpy()
+    return ctx.const_operand(op, index, what)
+
+
+@lowers("TensorListFromTensor", "TensorListStack")
+def _alias(ctx: LoweringContext, op: Op) -> None:
+    """The dense tensor already is the list, and the list its stacked tensor."""
+    ctx.bind(op.results[0], ctx.value_in(op.operands[0], None))
+
+
+@lowers("TensorListReserve")
+def _reserve(ctx: LoweringContext, op: Op) -> None:
+    shape, count = _reserved(ctx, op)
+    dtype = op.attr("element_dtype")
+    dims = [count] + [d if d >= 0 else 1 for d in shape]
+    if int(np.prod(dims)) <= _INITIALIZER_ELEMENTS:
+        ctx.bind(op.results[0], ctx.initializer(np.zeros(dims, dtype.to_numpy()), op.name))
+        return
+    zero = helper.make_tensor("value", _onnx_elem(op, dtype), [1], [0])
+    ctx.bind(op.results[0], ctx.emit1(op, "ConstantOfShape", [ctx.ints(dims, f"{op.name}/dims")], value=zero))
+
+
+def _reserved(ctx: LoweringContext, op: Op) -> tuple[list[int], int]:
+    """A Reserve's element shape (-1: unknown dim) and count; both must be constants, the rank known."""
+    shape = _element_shape(ctx, op, 0)
+    count = int(np.asarray(_const(ctx, op, 1, "num_elements")).reshape(()))
+    if shape is None or count < 0:
+        raise UnsupportedOpError(op.type, op.name, f"the element rank and the count ({count}) must be known "
+                                                   "to store the list as one ONNX tensor")
+    return shape, count
+
+
+def _onnx_elem(op: Op, dtype: DType) -> int:
+    elem = onnx_type(dtype)
+    if not elem:
+        raise UnsupportedOpError(op.type, op.name, f"ONNX has no tensor of {dtype}")
+    return elem
+
+
+@lowers("TensorListGetItem", "TensorListGather")
+def _get_items(ctx: LoweringContext, op: Op) -> None:
+    """One item (a scalar index) or several stacked (a vector of indices): a Gather on axis 0."""
+    ctx.bind(op.results[0], ctx.emit1(op, "Gather", [ctx.operand(op, 0), ctx.operand(op, 1)], axis=0))
+
+
+@lowers("TensorListSetItem")
+def _set_item(ctx: LoweringContext, op: Op) -> None:
+    """ScatterND of the one item at [[index]] (TF refuses an index outside the list, so does ScatterND)."""
+    if bool(op.attr("resize_if_index_out_of_bounds", False)):
+        raise UnsupportedOpError(op.type, op.name, "resize_if_index_out_of_bounds has no dense-tensor form")
+    target = ctx.operand(op, 0)
+    origin = _list_origin(op.operands[0])
+    shape, count = _reserved(ctx, origin) if origin is not None and origin.type == "TensorListReserve" else ([], 0)
+    if any(d < 0 for d in shape):
+        item_shape = ctx.helper1(op, "item_shape", "Shape", [ctx.operand(op, 2)])
+        full = ctx.helper1(op, "full_shape", "Concat", [ctx.ints([count], f"{op.name}/count"), item_shape], axis=0)
+        target = ctx.helper1(op, "allocated", "Expand", [target, full])
+    index = ctx.helper1(op, "index64", "Cast", [ctx.operand(op, 1)], to=TensorProto.INT64)
+    where = ctx.helper1(op, "where", "Unsqueeze", [index, ctx.ints([0, 1], f"{op.name}/where_axes")])
+    item = ctx.helper1(op, "update", "Unsqueeze", [ctx.operand(op, 2), ctx.ints([0], f"{op.name}/update_axes")])
+    ctx.bind(op.results[0], ctx.emit1(op, "ScatterND", [target, where, item]))
+
+
+@lowers("TensorListLength")
+def _length(ctx: LoweringContext, op: Op) -> None:
+    shape = ctx.helper1(op, "shape", "Shape", [ctx.operand(op, 0)])
+    first = ctx.helper1(op, "first", "Gather", [shape, ctx.scalar(0, DType.INT64, f"{op.name}/zero")], axis=0)
+    ctx.bind(op.results[0], ctx.emit1(op, "Cast", [first], to=TensorProto.INT32))
+
+
+@lowers("TensorListElementShape")
+def _element_shape_op(ctx: LoweringContext, op: Op) -> None:
+    shape = ctx.helper1(op, "shape", "Shape", [ctx.operand(op, 0)])
+    rest = ctx.helper1(op, "items", "Slice", [shape, ctx.ints([1], f"{op.name}/start"),
+                                              ctx.ints([np.iinfo(np.int64).max], f"{op.name}/end")])
+    to = TensorProto.INT64 if op.attr("shape_type", DType.INT32) == DType.INT64 else TensorProto.INT32
+    ctx.bind(op.results[0], ctx.emit1(op, "Cast", [rest], to=to))

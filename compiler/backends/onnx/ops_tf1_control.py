@@ -1,0 +1,136 @@
+"""TF1 control flow as ONNX: each recovered while frame becomes a Loop, each cond an If.
+
+`tf1_frames` finds the regions; this module lowers one region at a time,
+as one unit of the lowering driver.  A while frame lowers like TF2's While
+(`ops_control.py`): its condition once in the enclosing graph for the first
+test and once more at the end of the body for the next.  Only the values
+the body changes are carried; loop invariants (`Enter(is_constant)`) and
+variables the body hands back untouched are read from the enclosing graph,
+so a Keras RNN's input list stays one outer tensor that the body Gathers
+from.  TensorLists travel as dense tensors (`ops_tensor_list.py`).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from onnx import TensorProto
+
+from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
+from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.dtypes import onnx_type
+from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.lowering import Argument, lower_bound_ops
+from compiler.backends.onnx.ops_tensor_list import list_element_dtype
+from compiler.backends.onnx.registry import lowers
+from compiler.backends.onnx.tf1_frames import REGION_LOWERINGS, TF1_CONTROL_FLOW, CondRegion, WhileFrame
+from compiler.ir.dtypes import DType
+from compiler.ir.graph import Op, Value
+
+
+@lowers(*sorted(TF1_CONTROL_FLOW))
+def _outside_region(ctx: LoweringContext, op: Op) -> None:
+    """Reached only if structure recovery left the op out of every region (it refuses that first)."""
+    raise UnsupportedOpError(op.type, op.name, "TF1 control flow outside any recovered while loop or cond")
+
+
+def element_type(ctx: LoweringContext, value: Value) -> int:
+    """The ONNX element type that carries `value`: a TensorList's is its items'."""
+    dtype = ctx.dtype(value)
+    if dtype == DType.VARIANT:
+        dtype = list_element_dtype(value)
+    elem = onnx_type(dtype)
+    if not elem:
+        raise UnsupportedOpError(value.op.type, value.op.name, f"its result '{value.name}' has a type ONNX "
+                                                               f"cannot carry ({dtype})")
+    return elem
+
+
+def _outer(ctx: LoweringContext, value: Value) -> Argument:
+    """An enclosing-graph value as a subgraph sees it (TF layout; constants stay constant)."""
+    return Argument(ctx.value_in(value, None), ctx.shape(value), ctx.constant(value))
+
+
+def _emit_region_node(ctx: LoweringContext, op_type: str, inputs: Sequence[str], values: Sequence[Value],
+                      base: str, **attrs: object) -> list[str]:
+    """A node whose outputs are named after the TF values they become (Exit or Merge results)."""
+    names = [ctx.scope.tensors.claim(ctx.prefix + v.name) for v in values]
+    ctx.builder.add_node(op_type, list(inputs), names, ctx.scope.nodes.claim(ctx.prefix + base), dict(attrs))
+    return names
+
+
+def _expose(ctx: LoweringContext, body: GraphBuilder, tensors: Sequence[str], values: Sequence[Value],
+            prefix: str) -> None:
+    for tensor, value in zip(tensors, values):
+        body.expose(tensor, ValueSpec(ctx.scope.tensors.fresh(prefix + value.name), element_type(ctx, value)))
+
+
+# -- while -> Loop ----------------------------------------------------------------------------
+def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
+    prefix = f"{ctx.prefix}{frame.name}/"
+    carried = [v for v in frame.variables if not v.invariant]
+    outer: dict[Value, Argument] = {e.results[0]: _outer(ctx, e.operands[0]) for e in frame.invariants}
+    for var in frame.variables:
+        if var.invariant:
+            outer[var.merged] = outer[var.body_input] = _outer(ctx, var.initial)
+    initial = {v.merged: _outer(ctx, v.initial) for v in carried}
+    first = lower_bound_ops(ctx, frame.cond_ops, ctx.builder, prefix + "cond_first/", {**outer, **initial},
+                            [frame.predicate])[0]
+
+    body = GraphBuilder(ctx.scope)
+    names = ctx.scope.tensors
+    body.add_input(ValueSpec(names.fresh(prefix + "body/iteration"), TensorProto.INT64, ()))
+    body.add_input(ValueSpec(names.fresh(prefix + "body/cond_in"), TensorProto.BOOL, ()))
+    inside: dict[Value, Argument] = {}
+    for var in carried:
+        spec = ValueSpec(names.fresh(f"{prefix}body/in/{var.merged.name}"), element_type(ctx, var.initial))
+        body.add_input(spec)
+        inside[var.body_input] = inside[var.merged] = Argument(spec.name, ctx.shape(var.merged))
+    results = lower_bound_ops(ctx, frame.body_ops, body, prefix + "body/", {**outer, **inside},
+                              [v.body_output for v in carried])
+    after = {v.merged: Argument(t, ctx.shape(v.merged)) for v, t in zip(carried, results)}
+    again = lower_bound_ops(ctx, frame.cond_ops, body, prefix + "body/cond/", {**outer, **after},
+                            [frame.predicate])[0]
+    body.expose(again, ValueSpec(names.fresh(prefix + "body/cond_out"), TensorProto.BOOL, ()))
+    _expose(ctx, body, results, [v.initial for v in carried], prefix + "body/out/")
+
+    exits = [v.exit.results[0] if v.exit else v.merged for v in carried]
+    outs = _emit_region_node(ctx, "Loop", ["", first] + [initial[v.merged].tensor for v in carried], exits,
+                             frame.name, body=body)
+    for var, tensor in zip(carried, outs):
+        if var.exit is not None:
+            ctx.bind(var.exit.results[0], tensor)
+    for var in frame.variables:
+        if var.invariant and var.exit is not None:
+            ctx.bind(var.exit.results[0], outer[var.merged].tensor)
+    ctx.stats["tf1_loops"] += 1
+
+
+# -- cond -> If -------------------------------------------------------------------------------
+def lower_cond(ctx: LoweringContext, region: CondRegion) -> None:
+    for merge in region.merges:
+        if merge.results[1].uses:
+            raise UnsupportedOpError(merge.type, merge.name, "its value_index output is read; only the merged "
+                                                             "value has an ONNX If form")
+    base = region.merges[0].name if region.merges else region.switches[0].name
+    prefix = f"{ctx.prefix}{base}/"
+    branches = {}
+    for taken, attr in ((True, "then_branch"), (False, "else_branch")):
+        body = GraphBuilder(ctx.scope)
+        args = {s.results[int(taken)]: _outer(ctx, s.operands[0]) for s in region.switches}
+        roots = [region.branch_input(m, taken) for m in region.merges]
+        label = "then/" if taken else "else/"
+        results = lower_bound_ops(ctx, region.branches[taken], body, prefix + label, args, roots)
+        _expose(ctx, body, results, [m.results[0] for m in region.merges], prefix + label + "out/")
+        branches[attr] = body
+    predicate = ctx.value_in(region.predicate, None)
+    if ctx.dtype(region.predicate) != DType.BOOL:
+        predicate = ctx.node("Cast", [predicate], prefix + "pred_bool", to=TensorProto.BOOL)[0]
+    merged = [m.results[0] for m in region.merges]
+    outs = _emit_region_node(ctx, "If", [predicate], merged, base + "/if", **branches)
+    for value, tensor in zip(merged, outs):
+        ctx.bind(value, tensor)
+    ctx.stats["tf1_conds"] += 1
+
+
+REGION_LOWERINGS[WhileFrame] = lower_while
+REGION_LOWERINGS[CondRegion] = lower_cond

@@ -1,0 +1,226 @@
+"""TensorList ops: the lists Keras-3 recurrent loops read their input from and write their outputs to.
+
+A TensorList travels between kernels as a *handle*, like a lookup table: a
+0-d object array holding a `TensorList`.  Unlike a table it is a value, not
+state: every op that changes a list returns a new `TensorList` (the item
+tuple is copied, the arrays in it are shared), so a list handed to two
+consumers, or carried through a loop, is never changed behind anyone's back.
+
+Semantics follow TF's CPU kernels: an element shape is a vector with -1 for
+unknown dimensions, or the scalar -1 for an unknown rank; an item never set
+reads as zeros of the (then fully known) element shape; indices must lie
+inside the list.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .common import attr, checked_shape, dtype_attr, int_vector, scalar_int
+from .registry import KernelError, kernel
+
+Array = np.ndarray
+Attrs = Mapping[str, object]
+ElementShape = Optional[tuple[int, ...]]  # None: unknown rank; -1: unknown dimension
+
+
+@dataclass(frozen=True)
+class TensorList:
+    """One list value: element dtype, the element shape it promises, and its items (None: never set)."""
+
+    dtype: np.dtype
+    element_shape: ElementShape
+    items: tuple[Optional[Array], ...]
+
+    def replace(self, items: tuple[Optional[Array], ...]) -> "TensorList":
+        return TensorList(self.dtype, self.element_shape, items)
+
+
+def as_handle(tensor_list: TensorList) -> Array:
+    """The 0-d object array that carries a list between kernels."""
+    handle = np.empty((), dtype=object)
+    handle[()] = tensor_list
+    return handle
+
+
+def from_handle(handle: Array) -> TensorList:
+    found = np.asarray(handle).reshape(-1)[0] if np.asarray(handle).size == 1 else None
+    if not isinstance(found, TensorList):
+        raise KernelError("input is not a TensorList")
+    return found
+
+
+def parse_element_shape(shape: Array) -> ElementShape:
+    """TF's element-shape operand: the scalar -1 means unknown rank."""
+    arr = np.asarray(shape)
+    if arr.ndim == 0:
+        if int(arr) != -1:
+            raise KernelError(f"element_shape scalar must be -1 (unknown rank), got {int(arr)}")
+        return None
+    return tuple(int_vector(arr))
+
+
+def merge_shapes(a: ElementShape, b: ElementShape) -> ElementShape:
+    """The most specific shape compatible with both; a conflict is an error, as in TF."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if len(a) != len(b):
+        raise KernelError(f"incompatible element shapes {list(a)} and {list(b)}")
+    merged = []
+    for x, y in zip(a, b):
+        if x >= 0 and y >= 0 and x != y:
+            raise KernelError(f"incompatible element shapes {list(a)} and {list(b)}")
+        merged.append(x if x >= 0 else y)
+    return tuple(merged)
+
+
+def _zeros(tensor_list: TensorList, shape: ElementShape, what: str) -> Array:
+    """What an item never set reads as: zeros, once the element shape is fully known."""
+    if shape is None or any(d < 0 for d in shape):
+        raise KernelError(f"{what}: the element shape {shape if shape is None else list(shape)} is not fully "
+                          "defined, so an item that was never set cannot be read")
+    return np.zeros(checked_shape(shape, tensor_list.dtype.itemsize, what), tensor_list.dtype)
+
+
+def _index(tensor_list: TensorList, index: Array) -> int:
+    i = scalar_int(index, "index")
+    if not 0 <= i < len(tensor_list.items):
+        raise KernelError(f"index {i} out of range for a list of {len(tensor_list.items)} items")
+    return i
+
+
+def _check_item(tensor_list: TensorList, item: Array) -> Array:
+    item = np.asarray(item)
+    if item.dtype != tensor_list.dtype:
+        raise KernelError(f"item of type {item.dtype} in a list of {tensor_list.dtype}")
+    merge_shapes(tensor_list.element_shape, item.shape)
+    return item
+
+
+def _read(tensor_list: TensorList, i: int, shape: ElementShape, what: str) -> Array:
+    item = tensor_list.items[i]
+    if item is None:
+        return _zeros(tensor_list, shape, what)
+    return item
+
+
+def _stacked(tensor_list: TensorList, indices: Iterable[int], shape: ElementShape, what: str) -> Array:
+    """Items `indices` stacked on a new first axis; no items need a fully known element shape."""
+    items = [_read(tensor_list, i, shape, what) for i in indices]
+    if not items:
+        return np.zeros([0] + list(_zeros(tensor_list, shape, what).shape), tensor_list.dtype)
+    return np.stack(items)
+
+
+@kernel("TensorListReserve")
+def _reserve(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    shape, count = inputs
+    n = scalar_int(count, "num_elements")
+    if n < 0:
+        raise KernelError(f"num_elements must be non-negative, got {n}")
+    checked_shape([n], np.dtype(object).itemsize, "list")
+    dtype = dtype_attr(attrs, "element_dtype")
+    return [as_handle(TensorList(dtype, parse_element_shape(shape), (None,) * n))]
+
+
+@kernel("EmptyTensorList")
+def _empty(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    dtype = dtype_attr(attrs, "element_dtype")
+    return [as_handle(TensorList(dtype, parse_element_shape(inputs[0]), ()))]
+
+
+@kernel("TensorListFromTensor")
+def _from_tensor(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    tensor, shape = np.asarray(inputs[0]), inputs[1]
+    if tensor.ndim < 1:
+        raise KernelError("tensor must be at least a vector")
+    declared = merge_shapes(parse_element_shape(shape), tensor.shape[1:])
+    return [as_handle(TensorList(tensor.dtype, declared, tuple(tensor)))]
+
+
+@kernel("TensorListGetItem")
+def _get_item(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    tensor_list = from_handle(inputs[0])
+    shape = merge_shapes(tensor_list.element_shape, parse_element_shape(inputs[2]))
+    return [_read(tensor_list, _index(tensor_list, inputs[1]), shape, "TensorListGetItem")]
+
+
+@kernel("TensorListSetItem")
+def _set_item(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    tensor_list = from_handle(inputs[0])
+    item = _check_item(tensor_list, inputs[2])
+    i = scalar_int(inputs[1], "index")
+    items = list(tensor_list.items)
+    if i >= len(items) and bool(attr(attrs, "resize_if_index_out_of_bounds", False)):
+        items.extend([None] * (i + 1 - len(items)))
+    i = _index(tensor_list.replace(tuple(items)), inputs[1])
+    items[i] = item
+    return [as_handle(tensor_list.replace(tuple(items)))]
+
+
+@kernel("TensorListStack")
+def _stack(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    tensor_list = from_handle(inputs[0])
+    expected = int(attr(attrs, "num_elements", -1))
+    if expected != -1 and expected != len(tensor_list.items):
+        raise KernelError(f"the list has {len(tensor_list.items)} items, num_elements says {expected}")
+    shape = merge_shapes(tensor_list.element_shape, parse_element_shape(inputs[1]))
+    set_items = [item for item in tensor_list.items if item is not None]
+    if set_items:
+        shape = merge_shapes(shape, set_items[0].shape)
+    return [_stacked(tensor_list, range(len(tensor_list.items)), shape, "TensorListStack")]
+
+
+@kernel("TensorListGather")
+def _gather(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    tensor_list = from_handle(inputs[0])
+    shape = merge_shapes(tensor_list.element_shape, parse_element_shape(inputs[2]))
+    indices = [_index(tensor_list, np.asarray(i)) for i in np.asarray(inputs[1]).reshape(-1)]
+    return [_stacked(tensor_list, indices, shape, "TensorListGather")]
+
+
+@kernel("TensorListLength")
+def _length(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    return [np.asarray(len(from_handle(inputs[0]).items), np.int32)]
+
+
+@kernel("TensorListElementShape")
+def _element_shape(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    dtype = dtype_attr(attrs, "shape_type")
+    shape = from_handle(inputs[0]).element_shape
+    if shape is None:
+        return [np.asarray(-1, dtype)]
+    return [np.asarray(shape, dtype).reshape(len(shape))]
+
+
+@kernel("TensorListResize")
+def _resize(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    tensor_list = from_handle(inputs[0])
+    n = scalar_int(inputs[1], "size")
+    if n < 0:
+        raise KernelError(f"size must be non-negative, got {n}")
+    checked_shape([n], np.dtype(object).itemsize, "list")
+    items = tensor_list.items[:n] + (None,) * max(0, n - len(tensor_list.items))
+    return [as_handle(tensor_list.replace(items))]
+
+
+@kernel("TensorListPushBack")
+def _push_back(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    tensor_list = from_handle(inputs[0])
+    item = _check_item(tensor_list, inputs[1])
+    return [as_handle(tensor_list.replace(tensor_list.items + (item,)))]
+
+
+@kernel("TensorListPopBack")
+def _pop_back(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    tensor_list = from_handle(inputs[0])
+    if not tensor_list.items:
+        raise KernelError("cannot pop from an empty list")
+    shape = merge_shapes(tensor_list.element_shape, parse_element_shape(inputs[1]))
+    last = _read(tensor_list, len(tensor_list.items) - 1, shape, "TensorListPopBack")
+    return [as_handle(tensor_list.replace(tensor_list.items[:-1])), last]

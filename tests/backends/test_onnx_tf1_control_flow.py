@@ -1,0 +1,230 @@
+"""TF1 while frames and conds as ONNX Loop/If, and TensorLists as dense tensors, under onnxruntime.
+
+The fixtures carry TF's own outputs; random-input checks compare with gttc's
+interpreter, which runs the TF1 frames directly (tests/runtime/test_tensor_list.py
+checks it against TF).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.backends.onnx import UnsupportedOpError, export
+from compiler.frontends.graphdef import load_graph
+from compiler.ir.dtypes import DType
+from compiler.runtime.interpreter import run_graph
+from compiler.runtime.onnx_runner import run_onnx
+from tests.backends.test_onnx_export import Builder, assert_matches_tf, optimized
+from tests.conftest import load_model_fixture
+
+MAX_REL = 1e-4
+F32 = DType.FLOAT
+
+
+def op_types(model: onnx.ModelProto) -> Counter:
+    """Every node's type, subgraphs included."""
+    found: Counter = Counter()
+    stack = [model.graph]
+    while stack:
+        graph = stack.pop()
+        for node in graph.node:
+            found[node.op_type] += 1
+            stack.extend(attr.g for attr in node.attribute if attr.type == onnx.AttributeProto.GRAPH)
+    return found
+
+
+def exported(name: str, at_o2: bool = False) -> tuple[object, onnx.ModelProto]:
+    model = load_model_fixture(name)
+    graph = optimized(model) if at_o2 else load_graph(model.path)
+    onnx_model = export(graph, model.inputs, model.outputs)
+    onnx.checker.check_model(onnx_model, full_check=True)
+    return model, onnx_model
+
+
+@pytest.mark.parametrize("at_o2", [False, True])
+def test_tf1_cond_and_while_become_if_and_loop_and_match_tf(at_o2: bool):
+    model, onnx_model = exported("tf1_control_flow", at_o2)
+    types = op_types(onnx_model)
+    assert types["If"] == 2 and types["Loop"] == 1
+    assert_matches_tf(model, onnx_model)
+
+
+@pytest.mark.parametrize("at_o2", [False, True])
+def test_keras_rnn_exports_as_four_loops_without_sequences_and_matches_tf(at_o2: bool):
+    model, onnx_model = exported("keras_rnn", at_o2)
+    types = op_types(onnx_model)
+    assert types["Loop"] == 4  # LSTM, GRU forward and backward, SimpleRNN
+    assert not [t for t in types if t.startswith("Sequence") or t.startswith("TensorList")]
+    assert_matches_tf(model, onnx_model)
+
+
+def test_keras_rnn_matches_the_interpreter_on_other_inputs():
+    model, onnx_model = exported("keras_rnn")
+    graph = load_graph(model.path)
+    shape = model.feeds[model.inputs[0]].shape
+    for seed in range(3):
+        feed = {model.inputs[0]: np.random.RandomState(seed).uniform(-3, 3, shape).astype(np.float32)}
+        want = run_graph(graph, feed, model.outputs)[model.outputs[0]]
+        got = run_onnx(onnx_model, feed, model.outputs)[model.outputs[0]]
+        assert np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-3)) <= MAX_REL
+
+
+def _list_graph() -> tuple[Builder, list]:
+    """FromTensor/GetItem/Gather/Length/ElementShape, and Reserve/SetItem/Stack, outside any loop."""
+    b = Builder()
+    x = b.input("x", [4, 2, 3])
+    shape = b.const(np.asarray([2, 3], np.int32))
+    items = b("TensorListFromTensor", x, shape, element_dtype=F32, shape_type=DType.INT32)
+    second = b("TensorListGetItem", items, b.const(np.int32(1)), shape, element_dtype=F32)
+    picked = b("TensorListGather", items, b.const(np.asarray([3, 0], np.int32)), shape, element_dtype=F32)
+    length = b("TensorListLength", items)
+    element = b("TensorListElementShape", items, shape_type=DType.INT64)
+    reserved = b("TensorListReserve", shape, b.const(np.int32(3)), element_dtype=F32, shape_type=DType.INT32)
+    written = b("TensorListSetItem", reserved, b.const(np.int32(2)), b("Tanh", second), element_dtype=F32)
+    stacked = b("TensorListStack", written, shape, element_dtype=F32, num_elements=3)
+    return b, [second, picked, length, element, stacked]
+
+
+def test_tensor_list_ops_lower_to_dense_tensors_and_match_the_interpreter():
+    b, outputs = _list_graph()
+    names = [v.op.name for v in outputs]
+    onnx_model = export(b.graph, ["x"], names)
+    onnx.checker.check_model(onnx_model, full_check=True)
+    feed = {"x": np.random.RandomState(0).standard_normal([4, 2, 3]).astype(np.float32)}
+    want = run_graph(b.graph, feed, names)
+    got = run_onnx(onnx_model, feed, names)
+    for name in names:
+        assert got[name].dtype == want[name].dtype, name
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=name)
+
+
+def test_a_reserved_list_with_an_unknown_dimension_takes_the_written_items_shape():
+    b = Builder()
+    x = b.input("x", [None, 3])
+    shape = b.const(np.asarray([-1, 3], np.int32))
+    lst = b("TensorListReserve", shape, b.const(np.int32(3)), element_dtype=F32, shape_type=DType.INT32)
+    lst = b("TensorListSetItem", lst, b.const(np.int32(1)), x, element_dtype=F32)
+    out = b("TensorListStack", b("TensorListSetItem", lst, b.const(np.int32(0)), b("Exp", x), element_dtype=F32),
+            shape, element_dtype=F32, name="stacked")
+    onnx_model = export(b.graph, ["x"], [out.op.name])
+    onnx.checker.check_model(onnx_model, full_check=True)
+    for batch in (1, 4):
+        feed = {"x": np.random.RandomState(batch).standard_normal([batch, 3]).astype(np.float32)}
+        np.testing.assert_allclose(run_onnx(onnx_model, feed, ["stacked"])["stacked"],
+                                   run_graph(b.graph, feed, ["stacked"])["stacked"], rtol=1e-6)
+
+
+def test_a_reserve_of_unknown_rank_is_refused_by_name():
+    b = Builder()
+    x = b.input("x", [2, 3])
+    lst = b("TensorListReserve", b.const(np.int32(-1)), b.const(np.int32(2)), name="reserve", element_dtype=F32,
+            shape_type=DType.INT32)
+    out = b("TensorListStack", b("TensorListSetItem", lst, b.const(np.int32(0)), x, element_dtype=F32),
+            b.const(np.int32(-1)), element_dtype=F32)
+    with pytest.raises(UnsupportedOpError, match=r"'TensorListReserve' \(node 'reserve'\).*element rank"):
+        export(b.graph, ["x"], [out.op.name])
+
+
+@pytest.mark.tf
+def test_keras_rnn_frozen_with_a_dynamic_batch_matches_tf(tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    keras = pytest.importorskip("keras")
+    from tools.make_fixtures import freeze_keras, seed_everything
+
+    seed_everything(5)
+    inputs = keras.Input((4, 3))
+    hidden = keras.layers.LSTM(5, return_sequences=True)(inputs)
+    hidden = keras.layers.Bidirectional(keras.layers.GRU(4, return_sequences=True))(hidden)
+    model = keras.Model(inputs, keras.layers.SimpleRNN(3)(hidden))
+    graph_def, names, outputs = freeze_keras(model, (4, 3), batch=None)
+    path = tmp_path / "rnn.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    onnx_model = export(load_graph(path), names, outputs)
+    onnx.checker.check_model(onnx_model, full_check=True)
+    with tf.Graph().as_default() as graph:
+        tf.graph_util.import_graph_def(graph_def, name="")
+        with tf.compat.v1.Session(graph=graph) as session:
+            for batch in (1, 3):
+                feed = np.random.RandomState(batch).uniform(-1, 1, [batch, 4, 3]).astype(np.float32)
+                want = session.run(f"{outputs[0]}:0", {f"{names[0]}:0": feed})
+                got = run_onnx(onnx_model, {names[0]: feed}, outputs)[outputs[0]]
+                assert np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-3)) <= MAX_REL
+
+
+def test_a_read_merge_value_index_is_refused_by_name():
+    model = load_model_fixture("tf1_control_flow")
+    graph = load_graph(model.path)
+    merge = graph.op("cond_pos/Merge")
+    graph.create_op("Identity", "peek", [merge.results[1]], {"T": DType.INT32})
+    with pytest.raises(UnsupportedOpError, match=r"'Merge' \(node 'cond_pos/Merge'\).*value_index"):
+        export(graph, model.inputs, model.outputs + ["peek"])
+
+
+def test_a_loop_switch_not_on_its_loop_cond_is_refused_by_name():
+    model = load_model_fixture("tf1_control_flow")
+    graph = load_graph(model.path)
+    loop_switches = [op for op in graph if op.type == "Switch" and op.operands[1].op.type == "LoopCond"]
+    switch = loop_switches[0]
+    switch.set_operand(1, graph.op("pred_pos").results[0])
+    with pytest.raises(UnsupportedOpError, match=rf"node '{switch.name}'"):
+        export(graph, model.inputs, model.outputs)
+
+
+def _loops_in_a_loop(tf, x):
+    """A while loop in a while body, with a cond in the inner body."""
+    def inner(j, a):
+        return j + 1, tf.cond(tf.reduce_sum(a) > 3.0, lambda: a * 0.5, lambda: a + x)
+
+    def outer(i, acc):
+        _, a = tf.compat.v1.while_loop(lambda j, a: j < 3, inner, [tf.constant(0), acc])
+        return i + 1, tf.tanh(a)
+
+    return tf.compat.v1.while_loop(lambda i, acc: i < 4, outer, [tf.constant(0), tf.zeros([2, 3])])[1], 2
+
+
+def _loop_in_a_cond(tf, x):
+    """A while loop in one branch of a cond."""
+    def looped():
+        return tf.compat.v1.while_loop(lambda j, a: j < 3, lambda j, a: (j + 1, tf.tanh(a + x)),
+                                       [tf.constant(0), x])[1]
+
+    return tf.compat.v1.cond(tf.reduce_sum(x) > 0.0, looped, lambda: x * 2.0), 1
+
+
+def _growing_loop(tf, x):
+    """A loop variable whose shape changes every iteration (shape_invariants [None, 3])."""
+    def body(i, a):
+        return i + 1, tf.concat([a, tf.sin(a[-1:]) + x], 0)
+
+    _, grown = tf.compat.v1.while_loop(lambda i, a: i < 3, body, [tf.constant(0), x],
+                                       shape_invariants=[tf.TensorShape([]), tf.TensorShape([None, 3])])
+    return tf.reduce_sum(grown, 0, keepdims=True) + tf.reduce_sum(x), 1
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("build", [_loops_in_a_loop, _loop_in_a_cond, _growing_loop])
+def test_nested_tf1_regions_match_tf(build, tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [1, 3] if build is _growing_loop else [2, 3], name="x")
+            out, loops = build(tf, x)
+            tf.identity(out, name="out")
+    finally:
+        tf.compat.v1.enable_control_flow_v2()
+    path = tmp_path / "nested.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    onnx_model = export(load_graph(path), ["x"], ["out"])
+    onnx.checker.check_model(onnx_model, full_check=True)
+    assert op_types(onnx_model)["Loop"] == loops
+    for sign in (1.0, -1.0):  # both branches of a cond on the input's sum
+        feed = sign * np.abs(np.random.RandomState(0).uniform(-1, 1, x.shape.as_list())).astype(np.float32)
+        with tf.compat.v1.Session(graph=graph) as session:
+            want = session.run("out:0", {"x:0": feed})
+        got = run_onnx(onnx_model, {"x": feed}, ["out"])["out"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,162 @@
+"""TensorList kernels against `tf.raw_ops`, and a frozen Keras RNN run by the interpreter against TF.
+
+TF exposes a list only through the ops that turn it back into tensors
+(Stack, GetItem, Length, ElementShape, Gather, PopBack), so each case builds
+the same chain of list ops in TF and in our kernels and compares those.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.ir.dtypes import DType
+from compiler.modelio import load_model
+from compiler.runtime.interpreter import run_graph
+from compiler.runtime.kernels import get_kernel
+from compiler.runtime.op_eval import InterpreterError
+from compiler.runtime.verify import compare_outputs
+from tests.conftest import load_model_fixture
+
+F32 = DType.FLOAT
+
+
+def run(op_type: str, attrs: dict, *inputs) -> list[np.ndarray]:
+    return get_kernel(op_type)(attrs, [np.asarray(x) for x in inputs])
+
+
+def ours_chain(values: np.ndarray, writes: dict[int, np.ndarray], element_shape: list[int]) -> dict[str, np.ndarray]:
+    """FromTensor, some SetItems, then everything that reads a list back as tensors."""
+    shape = np.asarray(element_shape, np.int32)
+    (lst,) = run("TensorListFromTensor", {"element_dtype": F32, "shape_type": DType.INT32}, values, shape)
+    for i, item in writes.items():
+        (lst,) = run("TensorListSetItem", {"element_dtype": F32}, lst, np.int32(i), item)
+    return {
+        "stack": run("TensorListStack", {"element_dtype": F32, "num_elements": -1}, lst, shape)[0],
+        "get": run("TensorListGetItem", {"element_dtype": F32}, lst, np.int32(1), shape)[0],
+        "length": run("TensorListLength", {}, lst)[0],
+        "element_shape": run("TensorListElementShape", {"shape_type": DType.INT32}, lst)[0],
+        "gather": run("TensorListGather", {"element_dtype": F32}, lst, np.asarray([2, 0], np.int32), shape)[0],
+    }
+
+
+@pytest.mark.tf
+def test_from_tensor_set_item_read_back_matches_tf():
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.RandomState(0)
+    values = rng.standard_normal([4, 2, 3]).astype(np.float32)
+    writes = {1: rng.standard_normal([2, 3]).astype(np.float32), 3: rng.standard_normal([2, 3]).astype(np.float32)}
+    raw = tf.raw_ops
+    lst = raw.TensorListFromTensor(tensor=values, element_shape=[2, 3])
+    for i, item in writes.items():
+        lst = raw.TensorListSetItem(input_handle=lst, index=i, item=item)
+    want = {
+        "stack": raw.TensorListStack(input_handle=lst, element_shape=[2, 3], element_dtype=tf.float32),
+        "get": raw.TensorListGetItem(input_handle=lst, index=1, element_shape=[2, 3], element_dtype=tf.float32),
+        "length": raw.TensorListLength(input_handle=lst),
+        "element_shape": raw.TensorListElementShape(input_handle=lst, shape_type=tf.int32),
+        "gather": raw.TensorListGather(input_handle=lst, indices=[2, 0], element_shape=[2, 3],
+                                       element_dtype=tf.float32),
+    }
+    got = ours_chain(values, writes, [2, 3])
+    for key, tensor in want.items():
+        np.testing.assert_array_equal(got[key], tensor.numpy(), err_msg=key)
+        assert got[key].dtype == tensor.numpy().dtype, key
+
+
+@pytest.mark.tf
+def test_reserve_unset_items_read_as_zeros_like_tf():
+    tf = pytest.importorskip("tensorflow")
+    item = np.arange(6, dtype=np.float32).reshape(2, 3)
+    raw = tf.raw_ops
+    lst = raw.TensorListReserve(element_shape=[-1, 3], num_elements=3, element_dtype=tf.float32)
+    lst = raw.TensorListSetItem(input_handle=lst, index=2, item=item)
+    lst = raw.TensorListResize(input_handle=lst, size=4)
+    want_stack = raw.TensorListStack(input_handle=lst, element_shape=[2, 3], element_dtype=tf.float32).numpy()
+    want_shape = raw.TensorListElementShape(input_handle=lst, shape_type=tf.int64).numpy()
+
+    (ours,) = run("TensorListReserve", {"element_dtype": F32}, np.asarray([-1, 3], np.int32), np.int32(3))
+    (ours,) = run("TensorListSetItem", {"element_dtype": F32}, ours, np.int32(2), item)
+    (ours,) = run("TensorListResize", {}, ours, np.int32(4))
+    got_stack = run("TensorListStack", {"element_dtype": F32}, ours, np.asarray([2, 3], np.int32))[0]
+    got_shape = run("TensorListElementShape", {"shape_type": DType.INT64}, ours)[0]
+    np.testing.assert_array_equal(got_stack, want_stack)
+    np.testing.assert_array_equal(got_shape, want_shape)
+    assert got_shape.dtype == want_shape.dtype
+
+
+@pytest.mark.tf
+def test_push_back_pop_back_match_tf():
+    tf = pytest.importorskip("tensorflow")
+    a, b = np.float32([1, 2]), np.float32([3, 4])
+    raw = tf.raw_ops
+    lst = raw.EmptyTensorList(element_shape=[2], max_num_elements=-1, element_dtype=tf.float32)
+    lst = raw.TensorListPushBack(input_handle=lst, tensor=a)
+    lst = raw.TensorListPushBack(input_handle=lst, tensor=b)
+    rest, last = raw.TensorListPopBack(input_handle=lst, element_shape=[2], element_dtype=tf.float32)
+
+    (ours,) = run("EmptyTensorList", {"element_dtype": F32}, np.asarray([2], np.int32), np.int32(-1))
+    (ours,) = run("TensorListPushBack", {"element_dtype": F32}, ours, a)
+    (ours,) = run("TensorListPushBack", {"element_dtype": F32}, ours, b)
+    ours_rest, ours_last = run("TensorListPopBack", {"element_dtype": F32}, ours, np.asarray([2], np.int32))
+    np.testing.assert_array_equal(ours_last, last.numpy())
+    assert run("TensorListLength", {}, ours_rest)[0] == raw.TensorListLength(input_handle=rest).numpy()
+
+
+def test_set_item_leaves_the_input_list_unchanged():
+    (lst,) = run("TensorListReserve", {"element_dtype": F32}, np.asarray([2], np.int32), np.int32(2))
+    (changed,) = run("TensorListSetItem", {"element_dtype": F32}, lst, np.int32(0), np.float32([1, 1]))
+    before = run("TensorListStack", {"element_dtype": F32}, lst, np.asarray([2], np.int32))[0]
+    after = run("TensorListStack", {"element_dtype": F32}, changed, np.asarray([2], np.int32))[0]
+    np.testing.assert_array_equal(before, np.zeros([2, 2], np.float32))
+    np.testing.assert_array_equal(after, np.float32([[1, 1], [0, 0]]))
+
+
+@pytest.mark.parametrize("op_type, attrs, inputs, message", [
+    ("TensorListGetItem", {"element_dtype": F32}, ["list", 5, [2]], "index 5 out of range"),
+    ("TensorListSetItem", {"element_dtype": F32}, ["list", 0, np.float32([1, 2, 3])], "incompatible element shapes"),
+    ("TensorListStack", {"element_dtype": F32}, [np.float32(1), [2]], "not a TensorList"),
+    ("TensorListGetItem", {"element_dtype": F32}, ["unknown", 0, -1], "not fully defined"),
+])
+def test_bad_inputs_raise_kernel_errors(op_type, attrs, inputs, message):
+    (lst,) = run("TensorListReserve", {"element_dtype": F32}, np.asarray([2], np.int32), np.int32(2))
+    (unknown,) = run("TensorListReserve", {"element_dtype": F32}, np.int32(-1), np.int32(1))
+    handles = {"list": lst, "unknown": unknown}
+    args = [handles[x] if isinstance(x, str) else x for x in inputs]
+    with pytest.raises(Exception, match=message) as info:
+        run(op_type, attrs, *args)
+    assert type(info.value).__name__ == "KernelError"
+
+
+def test_keras_rnn_fixture_runs_in_the_interpreter_and_matches_tf():
+    model = load_model_fixture("keras_rnn")
+    got = run_graph(load_model(str(model.path)), model.feeds, model.outputs)
+    report = compare_outputs(model.expected, got)
+    assert all(out.max_rel <= 1e-5 for out in report.outputs), [out.note for out in report.outputs]
+
+
+@pytest.mark.tf
+def test_keras_rnn_matches_tf_on_other_inputs():
+    tf = pytest.importorskip("tensorflow")
+    model = load_model_fixture("keras_rnn")
+    graph_def = tf.compat.v1.GraphDef.FromString(model.data)
+    graph = load_model(str(model.path))
+    rng = np.random.RandomState(7)
+    feed = rng.uniform(-2, 2, model.feeds[model.inputs[0]].shape).astype(np.float32)
+    with tf.Graph().as_default() as tf_graph:
+        tf.graph_util.import_graph_def(graph_def, name="")
+        with tf.compat.v1.Session(graph=tf_graph) as sess:
+            want = sess.run(f"{model.outputs[0]}:0", {f"{model.inputs[0]}:0": feed})
+    got = run_graph(graph, {model.inputs[0]: feed}, model.outputs)[model.outputs[0]]
+    assert np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-3)) <= 1e-5
+
+
+def test_interpreter_names_the_node_when_a_list_index_is_bad():
+    from tests.backends.test_onnx_export import Builder
+
+    b = Builder()
+    x = b.input("x", [3, 2])
+    shape = b.const(np.asarray([2], np.int32))
+    lst = b("TensorListFromTensor", x, shape, name="lst", element_dtype=F32, shape_type=DType.INT32)
+    b("TensorListGetItem", lst, b.const(np.int32(9)), shape, name="get", element_dtype=F32)
+    with pytest.raises(InterpreterError, match="node 'get' \\(TensorListGetItem\\).*index 9 out of range"):
+        run_graph(b.graph, {"x": np.zeros([3, 2], np.float32)}, ["get"])
