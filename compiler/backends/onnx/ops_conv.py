@@ -53,7 +53,7 @@ def window_pads(op: Op, fmt: DataFormat, spatial: Sequence[Optional[int]], windo
     return [same_pads(s, k, st, d) for s, k, st, d in zip(spatial, windows, strides, dilations)]  # type: ignore
 
 
-def _pad_attrs(pairs: Optional[Pairs]) -> dict[str, object]:
+def onnx_pad_attrs(pairs: Optional[Pairs]) -> dict[str, object]:
     if pairs is None:
         return {"auto_pad": "SAME_UPPER"}
     return {"pads": [b for b, _ in pairs] + [a for _, a in pairs]}
@@ -131,7 +131,7 @@ def emit_conv(ctx: LoweringContext, op: Op, x: str, filter_index: int, depthwise
     weight, kernel, channels = conv_filter(ctx, op, filter_index, depthwise, is_dequantized(ctx, x))
     attrs = {"kernel_shape": kernel, "strides": window_attr(op, fmt, "strides"),
              "dilations": window_attr(op, fmt, "dilations"), "group": channels or group}
-    attrs.update(_pad_attrs(pads))
+    attrs.update(onnx_pad_attrs(pads))
     return ctx.emit1(op, "Conv", [x, weight], **attrs)
 
 
@@ -228,7 +228,7 @@ def _backprop_input_spatial(ctx: LoweringContext, op: Op, fmt: DataFormat) -> li
     raise UnsupportedOpError(op.type, op.name, f"input_sizes {sizes} must have 2 or 4 entries")
 
 
-def _transposed_end(size: int, window: int, stride: int, dilation: int, before: int, after: int) -> tuple[int, int]:
+def transposed_end(size: int, window: int, stride: int, dilation: int, before: int, after: int) -> tuple[int, int]:
     """(end pad, output_padding) making ConvTranspose's output `size` long: the forward conv's
     padding, less (or, past it, plus zero rows for) what its stride left uncovered."""
     effective = (window - 1) * dilation + 1
@@ -250,7 +250,7 @@ def _conv2d_backprop_input(ctx: LoweringContext, op: Op) -> None:
     dilations = window_attr(op, fmt, "dilations")
     kernel = [int(k) for k in filter_dims[:2]]  # type: ignore[misc]
     pairs = window_pads(op, fmt, spatial, kernel, strides, dilations)
-    ends = [_transposed_end(size, k, s, d, *pair)
+    ends = [transposed_end(size, k, s, d, *pair)
             for size, k, s, d, pair in zip(spatial, kernel, strides, dilations, pairs)]  # type: ignore[arg-type]
     weight, _, _ = conv_filter(ctx, op, 1, False)
     out = ctx.emit1(op, "ConvTranspose", [ctx.operand(op, 2, perm), weight], kernel_shape=kernel, strides=strides,
@@ -266,7 +266,7 @@ def _pool(ctx: LoweringContext, op: Op, ksize: Sequence[int], strides: Sequence[
     windows, steps = window_attr(op, fmt, "ksize", ksize), window_attr(op, fmt, "strides", strides)
     pads = window_pads(op, fmt, _spatial_dims(ctx, x, fmt), windows, steps, [1, 1])
     onnx_op = "MaxPool" if op.type.startswith("MaxPool") else "AveragePool"
-    out = ctx.emit1(op, onnx_op, [ctx.value_in(x, perm)], kernel_shape=windows, strides=steps, **_pad_attrs(pads))
+    out = ctx.emit1(op, onnx_op, [ctx.value_in(x, perm)], kernel_shape=windows, strides=steps, **onnx_pad_attrs(pads))
     ctx.bind(op.results[0], out, perm)
 
 

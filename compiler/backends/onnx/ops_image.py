@@ -1,4 +1,7 @@
-"""Image resizing: TF's ResizeBilinear / ResizeNearestNeighbor as ONNX Resize (NCHW).
+"""Image ops: resizing, DepthToSpace / SpaceToDepth and LRN (channels-first), AdjustContrastv2.
+
+ResizeBilinear / ResizeNearestNeighbor / ResizeBicubic become ONNX Resize (NCHW);
+ResizeArea, where it is a plain mean or copy, AveragePool or nearest Resize.
 
 TF encodes pixel-centre conventions as two booleans; ONNX as a
 coordinate_transformation_mode (plus, for nearest, a rounding mode):
@@ -13,11 +16,16 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Optional, Sequence
 
-from compiler.backends.onnx import layout
+import numpy as np
+
+from compiler.backends.onnx import layout, opset
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.registry import CHANNELS_FIRST, lowers
+from compiler.backends.onnx.registry import AGNOSTIC, CHANNELS_FIRST, lowers
+from compiler.ir.attrs import attr_text
+from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
+from compiler.runtime.kernels.image import source_positions
 
 _NHWC = layout.channels_first(4)
 
@@ -51,10 +59,11 @@ def _sizes(ctx: LoweringContext, op: Op, x: str, sizes: Sequence[Optional[int]])
 
 
 def emit_resize(ctx: LoweringContext, op: Op, x: str, stored_dims: Sequence, size: Sequence[int], mode: str,
-                align_corners: bool, half_pixel: bool, suffix: str | None = None) -> str:
-    """Resize the H, W axes (stored at 2, 3) of an NCHW tensor `x` to `size`."""
+                align_corners: bool, half_pixel: bool, suffix: str | None = None, **extra: object) -> str:
+    """Resize the H, W axes (stored at 2, 3) of an NCHW tensor `x` to `size` (`extra`: more Resize attributes)."""
     sizes = _sizes(ctx, op, x, [stored_dims[0], stored_dims[1], size[0], size[1]])
-    attrs: dict[str, object] = {"mode": mode, "coordinate_transformation_mode": coordinate_mode(align_corners, half_pixel)}
+    attrs: dict[str, object] = {"mode": mode, "coordinate_transformation_mode": coordinate_mode(align_corners, half_pixel),
+                                **extra}
     if mode == "nearest":
         attrs["nearest_mode"] = nearest_mode(align_corners, half_pixel)
     inputs = [x, "", "", sizes]
@@ -63,15 +72,158 @@ def emit_resize(ctx: LoweringContext, op: Op, x: str, stored_dims: Sequence, siz
     return ctx.helper1(op, suffix, "Resize", inputs, **attrs)
 
 
-@lowers("ResizeBilinear", "ResizeNearestNeighbor", layout=CHANNELS_FIRST)
-def _resize(ctx: LoweringContext, op: Op) -> None:
+def _resize_operands(ctx: LoweringContext, op: Op) -> tuple[list[int], bool, bool]:
     dtype = ctx.dtype(op.operands[0])
     if dtype is None or not dtype.is_float:
         raise UnsupportedOpError(op.type, op.name, "only floating-point images are supported")
-    size = ctx.const_operand(op, 1, "the output size")
-    align, half = bool(op.attr("align_corners", False)), bool(op.attr("half_pixel_centers", False))
+    size = [int(s) for s in ctx.const_operand(op, 1, "the output size").reshape(-1)]
+    return size, bool(op.attr("align_corners", False)), bool(op.attr("half_pixel_centers", False))
+
+
+@lowers("ResizeBilinear", "ResizeNearestNeighbor", layout=CHANNELS_FIRST)
+def _resize(ctx: LoweringContext, op: Op) -> None:
+    size, align, half = _resize_operands(ctx, op)
     x = ctx.operand(op, 0, _NHWC)
     dims = ctx.shape(op.operands[0]).dims or (None,) * 4
     mode = "linear" if op.type == "ResizeBilinear" else "nearest"
-    out = emit_resize(ctx, op, x, layout.physical_dims(dims, _NHWC), [int(s) for s in size], mode, align, half)
+    out = emit_resize(ctx, op, x, layout.physical_dims(dims, _NHWC), size, mode, align, half)
     ctx.bind(op.results[0], out, _NHWC)
+
+
+def _on_table_grid(in_size: Optional[int], out_size: int, align: bool, half: bool) -> bool:
+    """Whether every source fraction TF computes falls on its 1/1024 coefficient table, where its
+    tabulated weights equal the exact cubic ONNX evaluates."""
+    if in_size is None:
+        return False
+    src = source_positions(in_size, out_size, align, half)
+    steps = (src - np.floor(src)) * np.float32(1024)
+    return bool(np.all(steps == np.rint(steps)))
+
+
+@lowers("ResizeBicubic", layout=CHANNELS_FIRST)
+def _resize_bicubic(ctx: LoweringContext, op: Op) -> None:
+    """TF's bicubic is Keys' a = -0.5 with out-of-image taps dropped and renormalised (ONNX
+    exclude_outside) under half-pixel centres, else a = -0.75 with taps clamped to the edge.
+    TF reads weights from a table at 1/1024 steps of the fraction, so only sizes whose
+    fractions fall on those steps match ONNX's exact cubic; others are refused."""
+    size, align, half = _resize_operands(ctx, op)
+    dims = ctx.shape(op.operands[0]).dims or (None,) * 4
+    if len(size) != 2 or not all(_on_table_grid(d, s, align, half) for d, s in zip(dims[1:3], size)):
+        raise UnsupportedOpError(op.type, op.name, f"resizing {list(dims[1:3])} to {size}: TF's tabulated cubic "
+                                                   "weights differ from ONNX's exact ones unless the input size is "
+                                                   "known and every sample falls on a 1/1024 step")
+    if any(s < d for d, s in zip(dims[1:3], size)):  # type: ignore[operator]
+        raise UnsupportedOpError(op.type, op.name, f"downscaling {list(dims[1:3])} to {size}: onnxruntime's layout "
+                                                   "optimizer makes this a channels-last cubic Resize, which it rejects")
+    out = emit_resize(ctx, op, ctx.operand(op, 0, _NHWC), layout.physical_dims(dims, _NHWC), size, "cubic", align,
+                      half, cubic_coeff_a=-0.5 if half else -0.75, exclude_outside=int(half))
+    ctx.bind(op.results[0], out, _NHWC)
+
+
+# -- channel-axis ops of operands whose rank may be unstated ----------------------------------
+def channels_first_operand(ctx: LoweringContext, op: Op, index: int, perm: layout.Perm) -> str:
+    """Operand `index` stored in layout `perm`, also when its rank is not known statically
+    (these ops' data operand has the rank of `perm` by definition)."""
+    value = op.operands[index]
+    if perm is None or ctx.rank(value) is not None or ctx.lowered(value).perm is not None:
+        return ctx.operand(op, index, perm)
+    return ctx.helper1(op, "channels_first", "Transpose", [ctx.lowered(value).tensor], perm=list(perm))
+
+
+def bind_stored(ctx: LoweringContext, op: Op, tensor: str, perm: layout.Perm, index: int = 0) -> None:
+    """Bind result `index`, stored in layout `perm`; with no known rank (no shape rule or stated
+    shape) back in TF order right away, since later conversions need the rank."""
+    result = op.results[index]
+    if perm is None or ctx.rank(result) is not None:
+        ctx.bind(result, tensor, perm)
+        return
+    back = list(layout.between(perm, None, len(perm)))
+    ctx.bind(result, ctx.helper1(op, f"channels_last{index}", "Transpose", [tensor], perm=back))
+
+
+# -- block rearrangement and local response normalization --------------------------------------
+def _channels_first_layout(op: Op) -> layout.Perm:
+    """The layout these channel-axis ops compute in: NCHW, converted from NHWC unless the node
+    says NCHW itself (NCHW_VECT_C has no ONNX form)."""
+    fmt = attr_text(op.attr("data_format", "NHWC"))
+    if fmt not in ("NHWC", "NCHW"):
+        raise UnsupportedOpError(op.type, op.name, f"data_format {fmt}")
+    return _NHWC if fmt == "NHWC" else None
+
+
+@lowers("DepthToSpace", "SpaceToDepth", layout=CHANNELS_FIRST)
+def _depth_space(ctx: LoweringContext, op: Op) -> None:
+    """TF orders depth as (row in block, column in block, channel), which is ONNX DepthToSpace's
+    DCR mode and SpaceToDepth's only order."""
+    perm = _channels_first_layout(op)
+    block = int(op.attr("block_size"))
+    attrs: dict[str, object] = {"blocksize": block}
+    if op.type == "DepthToSpace":
+        attrs["mode"] = "DCR"
+    bind_stored(ctx, op, ctx.emit1(op, op.type, [channels_first_operand(ctx, op, 0, perm)], **attrs), perm)
+
+
+@lowers("LRN", layout=CHANNELS_FIRST)
+def _lrn(ctx: LoweringContext, op: Op) -> None:
+    """TF sums squares over depth_radius channels either side and scales the sum by alpha; ONNX
+    LRN's window is `size` = 2 * radius + 1 centred channels and its scale alpha / size."""
+    dtype = ctx.dtype(op.operands[0])
+    if dtype != DType.FLOAT:
+        raise UnsupportedOpError(op.type, op.name, f"onnxruntime's LRN takes float32, not {dtype}")
+    size = 2 * int(op.attr("depth_radius", 5)) + 1
+    alpha = float(op.attr("alpha", 1.0)) * size
+    out = ctx.emit1(op, "LRN", [channels_first_operand(ctx, op, 0, _NHWC)], size=size, alpha=alpha,
+                    beta=float(op.attr("beta", 0.5)), bias=float(op.attr("bias", 1.0)))
+    bind_stored(ctx, op, out, _NHWC)
+
+
+def _area_plan(in_hw: Sequence[Optional[int]], size: Sequence[int], align: bool) -> Optional[str]:
+    """'pool' when both axes shrink (or keep) by whole factors, 'nearest' when both grow (or keep)
+    by whole factors: the two cases where TF's area weights are a plain mean or a copy.  None else."""
+    if any(d is None for d in in_hw) or (align and any(d != s and s > 1 for d, s in zip(in_hw, size))):
+        return None
+    if all(d % s == 0 for d, s in zip(in_hw, size)):  # type: ignore[operator]
+        return "pool"
+    if all(s % d == 0 for d, s in zip(in_hw, size)):  # type: ignore[operator]
+        return "nearest"
+    return None
+
+
+@lowers("ResizeArea", layout=CHANNELS_FIRST)
+def _resize_area(ctx: LoweringContext, op: Op) -> None:
+    """Area resizing averages the input cells under each output cell: AveragePool for whole-factor
+    shrinking, nearest (floor) Resize for whole-factor growth; other ratios mix partial cells,
+    which no ONNX op weights that way, and are refused."""
+    size = [int(s) for s in ctx.const_operand(op, 1, "the output size").reshape(-1)]
+    align = bool(op.attr("align_corners", False))
+    dims = ctx.shape(op.operands[0]).dims or (None,) * 4
+    plan = _area_plan(dims[1:3], size, align) if len(size) == 2 else None
+    if plan is None:
+        raise UnsupportedOpError(op.type, op.name, f"resizing {list(dims[1:3])} to {size}: only whole-factor "
+                                                   "shrinking or growth of a known size has an exact ONNX form")
+    x = ctx.operand(op, 0, _NHWC)
+    if ctx.dtype(op.operands[0]) != DType.FLOAT:  # TF averages every type in float32
+        x = ctx.helper1(op, "float", "Cast", [x], to=1)
+    if plan == "pool":
+        factors = [d // s for d, s in zip(dims[1:3], size)]  # type: ignore[operator]
+        out = ctx.emit1(op, "AveragePool", [x], kernel_shape=factors, strides=factors)
+    else:
+        out = emit_resize(ctx, op, x, layout.physical_dims(dims, _NHWC), size, "nearest", False, False)
+    ctx.bind(op.results[0], out, _NHWC)
+
+
+@lowers("AdjustContrastv2", layout=AGNOSTIC)
+def _adjust_contrast(ctx: LoweringContext, op: Op) -> None:
+    """(x - mean) * factor + mean, the mean over height and width kept for broadcasting: it
+    computes in whatever layout the image is stored in."""
+    if ctx.dtype(op.operands[0]) != DType.FLOAT:
+        raise UnsupportedOpError(op.type, op.name, "only float32 images are supported (TF's CPU kernel)")
+    rank = ctx.rank(op.operands[0])
+    if rank is None or rank < 3:
+        raise UnsupportedOpError(op.type, op.name, "the image rank must be known (3 or more)")
+    found = ctx.agnostic_operand(op)
+    axes = sorted(layout.physical_axis(a, found.perm, rank) for a in (rank - 3, rank - 2))
+    mean = opset.reduce(ctx, op, "ReduceMean", found.tensor, axes, True, suffix="mean")
+    centred = ctx.helper1(op, "centred", "Sub", [found.tensor, mean])
+    scaled = ctx.helper1(op, "scaled", "Mul", [centred, ctx.operand(op, 1)])
+    bind_stored(ctx, op, ctx.emit1(op, "Add", [scaled, mean]), found.perm)

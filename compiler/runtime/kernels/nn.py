@@ -62,7 +62,7 @@ def _explicit_hw(values: list[int], data_format: str) -> Pads:
     return h, w
 
 
-def _window_pads(size: int, window: int, stride: int, padding: str,
+def axis_window_pads(size: int, window: int, stride: int, padding: str,
                  explicit: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     """(before, after) padding of one spatial dim under TF's padding rules."""
     if padding == "VALID":
@@ -145,8 +145,8 @@ class _ConvSpec:
     def pads(self, in_hw: tuple[int, int], kernel_hw: tuple[int, int]) -> Pads:
         """Padding for an NHWC input of spatial size `in_hw` and a `kernel_hw` filter."""
         eff = [(k - 1) * d + 1 for k, d in zip(kernel_hw, self.dilations)]
-        h = _window_pads(in_hw[0], eff[0], self.strides[0], self.padding, self.explicit[0])
-        w = _window_pads(in_hw[1], eff[1], self.strides[1], self.padding, self.explicit[1])
+        h = axis_window_pads(in_hw[0], eff[0], self.strides[0], self.padding, self.explicit[0])
+        w = axis_window_pads(in_hw[1], eff[1], self.strides[1], self.padding, self.explicit[1])
         return h, w
 
 
@@ -390,8 +390,8 @@ def pool_geometry(attrs: Attrs, ksize: list[int], strides: list[int], x: Array,
     if padding == "EXPLICIT":
         explicit = _explicit_hw(int_list(attrs, "explicit_paddings", []), fmt)
     x = _to_nhwc(x, fmt)
-    pads: Pads = (_window_pads(x.shape[1], window[0], stride[0], padding, explicit[0]),
-                  _window_pads(x.shape[2], window[1], stride[1], padding, explicit[1]))
+    pads: Pads = (axis_window_pads(x.shape[1], window[0], stride[0], padding, explicit[0]),
+                  axis_window_pads(x.shape[2], window[1], stride[1], padding, explicit[1]))
     return fmt, x, window, stride, pads
 
 

@@ -1,0 +1,175 @@
+"""Detection ops: NonMaxSuppression (V1-V5) and CropAndResize.
+
+Non-max suppression is ONNX NonMaxSuppression over one batch and one class:
+it keeps candidates above the score threshold in descending score order
+unless their IoU with a kept box exceeds the threshold (corners in either
+order, as TF), so column 2 of its [k, 3] result is TF's index vector; V4/V5
+pad it with zeros to max_output_size when asked.  Soft NMS has no ONNX form.
+
+CropAndResize (bilinear) is RoiAlign with one sample per bin: each box
+becomes the roi whose bin centres are TF's sample positions (half_pixel
+coordinates, so a degenerate box is not widened to one pixel), and the
+samples TF computes outside the image are replaced by extrapolation_value
+with a mask computed from TF's own float32 formula.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from compiler.backends.onnx import layout
+from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.ops_image import bind_stored
+from compiler.backends.onnx.registry import lowers
+from compiler.ir.attrs import attr_text
+from compiler.ir.dtypes import DType
+from compiler.ir.graph import Op
+
+_NHWC = layout.channels_first(4)
+
+
+def _require_float32(ctx: LoweringContext, op: Op, indices: tuple[int, ...], what: str) -> None:
+    for index in indices:
+        dtype = ctx.dtype(op.operands[index])
+        if dtype != DType.FLOAT:
+            raise UnsupportedOpError(op.type, op.name, f"ONNX takes float32 {what}, not {dtype}")
+
+
+# -- non-max suppression ---------------------------------------------------------------------------
+def _vector1(ctx: LoweringContext, op: Op, index: int, name: str, to: Optional[int] = None) -> str:
+    """Scalar operand `index` as the 1-element tensor ONNX NonMaxSuppression reads (cast to `to`)."""
+    value = op.operands[index]
+    array = ctx.constant(value)
+    if array is not None:
+        dtype = np.int64 if to == 7 else np.float32
+        return ctx.initializer(np.asarray(array, dtype).reshape(1), f"{op.name}/{name}")
+    tensor = ctx.value_in(value)
+    if to is not None:
+        tensor = ctx.helper1(op, f"{name}_cast", "Cast", [tensor], to=to)
+    return ctx.reshape(tensor, ctx.ints([1], f"{op.name}/one"), f"{op.name}/{name}_1")
+
+
+def _soft_nms_sigma_is_zero(ctx: LoweringContext, op: Op) -> None:
+    sigma = ctx.constant(op.operands[5])
+    if sigma is None or float(np.asarray(sigma).reshape(())) != 0:
+        raise UnsupportedOpError(op.type, op.name, "soft_nms_sigma must be a constant 0: ONNX has no soft NMS")
+
+
+def _padded(ctx: LoweringContext, op: Op, tensor: str, max_output: str, name: str) -> str:
+    """`tensor` ([k]) padded with zeros to max_output_size entries."""
+    missing = ctx.helper1(op, f"{name}_missing", "Sub", [max_output, ctx.helper1(op, f"{name}_size", "Shape", [tensor])])
+    pads = ctx.helper1(op, f"{name}_pads", "Concat", [ctx.ints([0], f"{op.name}/zero"), missing], axis=0)
+    return ctx.helper1(op, f"{name}_padded", "Pad", [tensor, pads])
+
+
+def _iou_threshold(ctx: LoweringContext, op: Op) -> str:
+    """V1 states the IoU threshold as an attribute, later versions as operand 3."""
+    if op.type == "NonMaxSuppression":
+        return ctx.initializer(np.asarray([op.attr("iou_threshold", 0.5)], np.float32), f"{op.name}/iou")
+    return _vector1(ctx, op, 3, "iou")
+
+
+@lowers("NonMaxSuppression", "NonMaxSuppressionV2", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
+        "NonMaxSuppressionV5")
+def _non_max_suppression(ctx: LoweringContext, op: Op) -> None:
+    checked = {"NonMaxSuppression": (0, 1), "NonMaxSuppressionV2": (0, 1, 3)}.get(op.type, (0, 1, 3, 4))
+    _require_float32(ctx, op, checked, "boxes and thresholds")
+    if op.type == "NonMaxSuppressionV5":
+        _soft_nms_sigma_is_zero(ctx, op)
+    boxes = ctx.helper1(op, "boxes", "Unsqueeze", [ctx.operand(op, 0), ctx.ints([0], f"{op.name}/axis0")])
+    scores = ctx.helper1(op, "scores", "Unsqueeze", [ctx.operand(op, 1), ctx.ints([0, 1], f"{op.name}/axes01")])
+    max_output = _vector1(ctx, op, 2, "max_output", to=7)
+    inputs = [boxes, scores, max_output, _iou_threshold(ctx, op)]
+    if op.type not in ("NonMaxSuppression", "NonMaxSuppressionV2"):
+        inputs.append(_vector1(ctx, op, 4, "score_threshold"))
+    triples = ctx.helper1(op, "nms", "NonMaxSuppression", inputs)
+    picked = ctx.helper1(op, "picked", "Gather", [triples, ctx.scalar(2, DType.INT64, f"{op.name}/two")], axis=1)
+    pad = bool(op.attr("pad_to_max_output_size", False))
+    indices = _padded(ctx, op, picked, max_output, "indices") if pad else picked
+    results = op.results
+    ctx.bind(results[0], ctx.emit1(op, "Cast", [indices], to=6))
+    if op.type == "NonMaxSuppressionV5":
+        kept = ctx.helper1(op, "kept_scores", "Gather", [ctx.operand(op, 1), picked], axis=0)
+        ctx.bind(results[1], _padded(ctx, op, kept, max_output, "scores") if pad else kept)
+    if op.type in ("NonMaxSuppressionV4", "NonMaxSuppressionV5"):
+        ctx.bind(results[-1], ctx.helper1(op, "valid", "Cast", [ctx.helper1(op, "count", "Size", [picked])], to=6))
+
+
+# -- CropAndResize -----------------------------------------------------------------------------------
+def _sample_axis(ctx: LoweringContext, op: Op, boxes: str, axis: int, in_size: int, crop: int
+                 ) -> tuple[str, str, str]:
+    """(positions [boxes, crop], roi start, roi end) along one image axis; `axis` 0 is y, 1 is x.
+    Positions follow TF's float32 formula; the roi puts RoiAlign's bin centres on them."""
+    tag = "yx"[axis]
+    pick = lambda column, name: ctx.helper1(  # noqa: E731
+        op, f"{tag}{name}", "Gather", [boxes, ctx.scalar(column, DType.INT64, f"{op.name}/col{column}")], axis=1)
+    lo, hi = pick(axis, "1"), pick(axis + 2, "2")
+    extent = ctx.scalar(in_size - 1, DType.FLOAT, f"{op.name}/{tag}_extent")
+    half = ctx.scalar(0.5, DType.FLOAT, f"{op.name}/half")
+    column = ctx.ints([1], f"{op.name}/axis1")
+    if crop == 1:
+        centre = ctx.helper1(op, f"{tag}_centre", "Mul", [ctx.helper1(
+            op, f"{tag}_mid", "Mul", [ctx.helper1(op, f"{tag}_sum", "Add", [lo, hi]), half]), extent])
+        roi = ctx.helper1(op, f"{tag}_roi", "Add", [centre, half])
+        return ctx.helper1(op, f"{tag}_pos", "Unsqueeze", [centre, column]), roi, roi
+    step = ctx.helper1(op, f"{tag}_step", "Div", [ctx.helper1(op, f"{tag}_span", "Mul", [ctx.helper1(
+        op, f"{tag}_diff", "Sub", [hi, lo]), extent]), ctx.scalar(crop - 1, DType.FLOAT, f"{op.name}/{tag}_gaps")])
+    start = ctx.helper1(op, f"{tag}_start", "Mul", [lo, extent])
+    grid = ctx.initializer(np.arange(crop, dtype=np.float32), f"{op.name}/{tag}_grid")
+    offsets = ctx.helper1(op, f"{tag}_offsets", "Mul", [ctx.helper1(op, f"{tag}_step2", "Unsqueeze", [step, column]),
+                                                         grid])
+    positions = ctx.helper1(op, f"{tag}_pos", "Add", [ctx.helper1(op, f"{tag}_start2", "Unsqueeze", [start, column]),
+                                                       offsets])
+    shift = ctx.helper1(op, f"{tag}_shift", "Sub", [half, ctx.helper1(op, f"{tag}_halfstep", "Mul", [step, half])])
+    roi_lo = ctx.helper1(op, f"{tag}_roi_lo", "Add", [start, shift])
+    roi_hi = ctx.helper1(op, f"{tag}_roi_hi", "Add", [roi_lo, ctx.helper1(
+        op, f"{tag}_roi_span", "Mul", [step, ctx.scalar(crop, DType.FLOAT, f"{op.name}/{tag}_crop")])])
+    return positions, roi_lo, roi_hi
+
+
+def _inside(ctx: LoweringContext, op: Op, positions: str, in_size: int, tag: str, axes: list[int]) -> str:
+    """Whether each position lies in [0, in_size - 1], unsqueezed to broadcast over [boxes, C, h, w]."""
+    low = ctx.helper1(op, f"{tag}_ge0", "GreaterOrEqual", [positions, ctx.scalar(0.0, DType.FLOAT, f"{op.name}/zero_f")])
+    high = ctx.helper1(op, f"{tag}_le", "LessOrEqual", [positions, ctx.scalar(in_size - 1, DType.FLOAT,
+                                                                               f"{op.name}/{tag}_extent")])
+    both = ctx.helper1(op, f"{tag}_inside", "And", [low, high])
+    return ctx.helper1(op, f"{tag}_inside4", "Unsqueeze", [both, ctx.ints(axes, f"{op.name}/{tag}_axes")])
+
+
+def _crop_geometry(ctx: LoweringContext, op: Op) -> tuple[int, int, list[int]]:
+    if attr_text(op.attr("method", "bilinear")) != "bilinear":
+        raise UnsupportedOpError(op.type, op.name, "method 'nearest': RoiAlign samples bilinearly only")
+    if ctx.opset < 16:
+        raise UnsupportedOpError(op.type, op.name, f"opset {ctx.opset}: RoiAlign's half_pixel mode needs opset 16")
+    _require_float32(ctx, op, (1,), "boxes")
+    dims = ctx.shape(op.operands[0]).dims
+    if dims is None or len(dims) != 4 or dims[1] is None or dims[2] is None:
+        raise UnsupportedOpError(op.type, op.name, "the image height and width must be known")
+    crop = [int(c) for c in ctx.const_operand(op, 3, "crop_size").reshape(-1)]
+    if len(crop) != 2 or min(crop) <= 0:
+        raise UnsupportedOpError(op.type, op.name, f"crop_size {crop} must be two positive ints")
+    return int(dims[1]), int(dims[2]), crop  # type: ignore[arg-type]
+
+
+@lowers("CropAndResize")
+def _crop_and_resize(ctx: LoweringContext, op: Op) -> None:
+    height, width, crop = _crop_geometry(ctx, op)
+    image = ctx.operand(op, 0, _NHWC)
+    if ctx.dtype(op.operands[0]) != DType.FLOAT:  # TF samples every image type as float32
+        image = ctx.helper1(op, "image_f32", "Cast", [image], to=1)
+    boxes = ctx.operand(op, 1)
+    y_pos, y_lo, y_hi = _sample_axis(ctx, op, boxes, 0, height, crop[0])
+    x_pos, x_lo, x_hi = _sample_axis(ctx, op, boxes, 1, width, crop[1])
+    corner = lambda t, name: ctx.helper1(op, name, "Unsqueeze", [t, ctx.ints([1], f"{op.name}/axis1")])  # noqa: E731
+    rois = ctx.helper1(op, "rois", "Concat", [corner(x_lo, "x1"), corner(y_lo, "y1"), corner(x_hi, "x2"),
+                                              corner(y_hi, "y2")], axis=1)
+    batch = ctx.helper1(op, "box_ind", "Cast", [ctx.operand(op, 2)], to=7)
+    sampled = ctx.helper1(op, "roi_align", "RoiAlign", [image, rois, batch], mode="avg", output_height=crop[0],
+                          output_width=crop[1], sampling_ratio=1, spatial_scale=1.0,
+                          coordinate_transformation_mode="half_pixel")
+    inside = ctx.helper1(op, "inside", "And", [_inside(ctx, op, y_pos, height, "y", [1, 3]),
+                                                 _inside(ctx, op, x_pos, width, "x", [1, 2])])
+    fill = ctx.scalar(float(op.attr("extrapolation_value", 0.0)), DType.FLOAT, f"{op.name}/extrapolation")
+    bind_stored(ctx, op, ctx.emit1(op, "Where", [inside, sampled, fill]), _NHWC)

@@ -1,0 +1,55 @@
+"""FakeQuantWithMinMaxArgs / FakeQuantWithMinMaxVars as QuantizeLinear -> DequantizeLinear.
+
+TF nudges [min, max] so that real zero is a code (runtime/kernels/fake_quant.py);
+with eight bits the nudged grid is uint8 codes with scale `s` and zero point
+`zp`, and TF's result (steps - zp) * s is DequantizeLinear's formula exactly.
+The range is nudged here at export time, so it must be constant.
+QuantizeLinear saturates to [0, 255]; narrow_range's grid starts at code 1,
+so a Clip to the nudged range comes first.  QuantizeLinear rounds x / s half
+to even where TF rounds (x - min) / s half up: a code can differ by one step,
+only where x / s lies within a few float32 ulps of a half-integer (the same
+bound the QuantizeV2 lowering has, ops_quantized.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.ops_image import bind_stored
+from compiler.backends.onnx.registry import AGNOSTIC, lowers
+from compiler.ir.graph import Op
+from compiler.runtime.kernels.fake_quant import NudgedRange, nudge
+
+
+def _bounds(ctx: LoweringContext, op: Op) -> tuple[float, float]:
+    if op.type == "FakeQuantWithMinMaxArgs":
+        return float(op.attr("min", -6.0)), float(op.attr("max", 6.0))
+    found = [ctx.constant(v) for v in op.operands[1:3]]
+    if any(a is None or a.size != 1 for a in found):
+        raise UnsupportedOpError(op.type, op.name, "min and max must be constant scalars to fix the ONNX scale")
+    return tuple(float(np.asarray(a).reshape(())) for a in found)  # type: ignore[return-value]
+
+
+def _grid(ctx: LoweringContext, op: Op) -> NudgedRange:
+    bits, narrow = int(op.attr("num_bits", 8)), bool(op.attr("narrow_range", False))
+    if bits != 8:
+        raise UnsupportedOpError(op.type, op.name, f"num_bits {bits}: only 8-bit grids are uint8 QuantizeLinear")
+    lo, hi = _bounds(ctx, op)
+    if not lo < hi:
+        raise UnsupportedOpError(op.type, op.name, f"min {lo} must be smaller than max {hi}")
+    return nudge(lo, hi, bits, narrow)
+
+
+@lowers("FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars", layout=AGNOSTIC)
+def _fake_quant(ctx: LoweringContext, op: Op) -> None:
+    grid = _grid(ctx, op)
+    found = ctx.agnostic_operand(op)
+    x = found.tensor
+    if grid.quant_min:
+        bounds = [ctx.initializer(np.float32(b), f"{op.name}/{n}") for b, n in ((grid.min, "min"), (grid.max, "max"))]
+        x = ctx.helper1(op, "clip", "Clip", [x] + bounds)
+    scale = ctx.initializer(np.float32(grid.scale), f"{op.name}/scale")
+    zero_point = ctx.initializer(np.uint8(grid.zero_point), f"{op.name}/zero_point")
+    codes = ctx.helper1(op, "codes", "QuantizeLinear", [x, scale, zero_point])
+    bind_stored(ctx, op, ctx.emit1(op, "DequantizeLinear", [codes, scale, zero_point]), found.perm)
