@@ -7,7 +7,9 @@ test and once more at the end of the body for the next.  Only the values
 the body changes are carried; loop invariants (`Enter(is_constant)`) and
 variables the body hands back untouched are read from the enclosing graph,
 so a Keras RNN's input list stays one outer tensor that the body Gathers
-from.  TensorLists travel as dense tensors (`ops_tensor_list.py`).
+from.  TensorLists travel as dense tensors (`ops_tensor_list.py`).  A frame
+that is exactly a Keras LSTM or GRU layer becomes one ONNX LSTM/GRU node
+instead (`recurrent.py`).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.lowering import Argument, lower_bound_ops
 from compiler.backends.onnx.ops_tensor_list import list_element_dtype
+from compiler.backends.onnx.recurrent import lower_recurrent
 from compiler.backends.onnx.registry import lowers
 from compiler.backends.onnx.tf1_frames import REGION_LOWERINGS, TF1_CONTROL_FLOW, CondRegion, WhileFrame
 from compiler.ir.dtypes import DType
@@ -66,6 +69,9 @@ def _expose(ctx: LoweringContext, body: GraphBuilder, tensors: Sequence[str], va
 
 # -- while -> Loop ----------------------------------------------------------------------------
 def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
+    """A Keras LSTM/GRU loop as one node when it matches exactly (`recurrent`), else a Loop."""
+    if lower_recurrent(ctx, frame):
+        return
     prefix = f"{ctx.prefix}{frame.name}/"
     carried = [v for v in frame.variables if not v.invariant]
     outer: dict[Value, Argument] = {e.results[0]: _outer(ctx, e.operands[0]) for e in frame.invariants}

@@ -34,7 +34,7 @@ NEXT_ITERATION = frozenset({"NextIteration", "RefNextIteration"})
 LOOP_COND = frozenset({"LoopCond"})
 TF1_CONTROL_FLOW = ENTER | EXIT | MERGE | SWITCH | NEXT_ITERATION | LOOP_COND
 # Ops that pass their operand through unchanged, looked through when matching loop variables.
-_FORWARDING = frozenset({"Identity", "Snapshot", "StopGradient"})
+FORWARDING = frozenset({"Identity", "Snapshot", "StopGradient"})
 
 
 @dataclass
@@ -59,7 +59,7 @@ class LoopVariable:
     @property
     def invariant(self) -> bool:
         """The body hands the value back unchanged: it need not be carried at all."""
-        return _forwarded_source(self.body_output) is self.body_input
+        return forwarded_source(self.body_output) is self.body_input
 
 
 @dataclass
@@ -235,8 +235,8 @@ def _free_constants(ops: set[Op]) -> set[Op]:
     return {op for op in ops if not op.operands and op.type not in TF1_CONTROL_FLOW}
 
 
-def _forwarded_source(value: Value) -> Value:
-    while value.op.type in _FORWARDING:
+def forwarded_source(value: Value) -> Value:
+    while value.op.type in FORWARDING:
         value = value.op.operands[0]
     return value
 
@@ -461,7 +461,7 @@ def _track_list(op: Op, info: StaticInfo, lists: dict[Value, tuple[Optional[int]
     elif op.type == "TensorListReserve":
         count = info.constant(op.operands[1])
         lists[op.results[0]] = (None if count is None else int(count), _const_shape(info, op.operands[0]))
-    elif op.operands and op.operands[0] in lists and (op.type in TF1_CONTROL_FLOW or op.type in _FORWARDING
+    elif op.operands and op.operands[0] in lists and (op.type in TF1_CONTROL_FLOW or op.type in FORWARDING
                                                        or op.type == "TensorListSetItem"):
         for value in op.results[: 2 if op.type in SWITCH else 1]:
             lists[value] = lists[op.operands[0]]

@@ -1,0 +1,144 @@
+"""Keras-3 LSTM/GRU loops export as one ONNX LSTM/GRU node; other cells stay Loops.
+
+Each model is frozen once per module with lowered control flow (TF1 while
+frames), exported with the full ONNX checker, and compared with Keras' own
+output: max abs error over max |reference| within 1e-4.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.backends.onnx import export
+from compiler.frontends.graphdef import load_graph
+from compiler.runtime.onnx_runner import run_onnx
+from tests.backends.test_onnx_export import assert_matches_tf, optimized
+from tests.backends.test_onnx_tf1_control_flow import op_types
+from tests.conftest import load_model_fixture
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+pytestmark = pytest.mark.tf
+
+MAX_REL = 1e-4
+L = keras.layers
+
+
+@dataclass
+class Case:
+    steps: int
+    features: int
+    layer: Callable[[object], object]   # input tensor -> output tensor
+    expected: dict[str, int]            # ONNX node counts (LSTM, GRU, Loop)
+    batch: int = 2
+    dynamic: bool = False               # freeze with an unknown batch, run at two sizes
+
+
+def _given_state(x):
+    """An LSTM started from a state computed from the input, not zeros."""
+    h0 = L.Dense(4)(L.Flatten()(x))
+    return L.LSTM(4, return_sequences=True)(x, initial_state=[h0, L.Dense(4)(h0)])
+
+
+def _final_states(x):
+    """The last output and both final states (the h and c Exits)."""
+    out, h, c = L.LSTM(5, return_state=True)(x)
+    return L.Concatenate()([out, h, c])
+
+
+CASES = {
+    "lstm_sequences": Case(5, 3, lambda x: L.LSTM(6, return_sequences=True)(x), {"LSTM": 1}),
+    "lstm_last": Case(3, 4, lambda x: L.LSTM(4)(x), {"LSTM": 1}),
+    "lstm_backwards": Case(4, 3, lambda x: L.LSTM(3, go_backwards=True, return_sequences=True)(x), {"LSTM": 1}),
+    "lstm_given_state": Case(4, 3, _given_state, {"LSTM": 1}),
+    "lstm_final_states": Case(4, 2, _final_states, {"LSTM": 1}),
+    "lstm_without_bias": Case(3, 3, lambda x: L.LSTM(4, use_bias=False, return_sequences=True)(x), {"LSTM": 1}),
+    "gru_reset_after": Case(6, 3, lambda x: L.GRU(5, return_sequences=True)(x), {"GRU": 1}),
+    "gru_reset_before": Case(4, 3, lambda x: L.GRU(3, reset_after=False)(x), {"GRU": 1}),
+    "bidirectional_lstm": Case(4, 3, lambda x: L.Bidirectional(L.LSTM(3, return_sequences=True))(x), {"LSTM": 2}),
+    "bidirectional_gru": Case(5, 2, lambda x: L.Bidirectional(L.GRU(4, reset_after=False))(x), {"GRU": 2}),
+    "stacked_dynamic_batch": Case(4, 3, lambda x: L.GRU(3)(L.LSTM(8, return_sequences=True)(x)),
+                                  {"LSTM": 1, "GRU": 1}, dynamic=True),
+    # cells that are not ONNX's: they stay Loops
+    "lstm_relu": Case(4, 3, lambda x: L.LSTM(4, activation="relu")(x), {"Loop": 1}),
+    "gru_hard_sigmoid": Case(4, 3, lambda x: L.GRU(4, recurrent_activation="hard_sigmoid")(x), {"Loop": 1}),
+    "lstm_masking": Case(4, 3, lambda x: L.LSTM(4)(L.Masking()(x)), {"Loop": 1}),
+    "simple_rnn": Case(4, 3, lambda x: L.SimpleRNN(3, return_sequences=True)(x), {"Loop": 1}),
+}
+
+
+@dataclass
+class Frozen:
+    graph_path: str
+    inputs: list[str]
+    outputs: list[str]
+    model: object
+
+
+@pytest.fixture(scope="module")
+def frozen(tmp_path_factory) -> dict[str, Frozen]:
+    from tools.make_fixtures import freeze_keras, seed_everything
+
+    found = {}
+    folder = tmp_path_factory.mktemp("recurrent")
+    for index, (name, case) in enumerate(CASES.items()):
+        keras.backend.clear_session()
+        seed_everything(100 + index)
+        x = keras.Input((case.steps, case.features))
+        model = keras.Model(x, case.layer(x))
+        _randomize_biases(model, np.random.RandomState(index))
+        graph_def, inputs, outputs = freeze_keras(model, (case.steps, case.features),
+                                                  batch=None if case.dynamic else case.batch)
+        path = folder / f"{name}.pb"
+        path.write_bytes(graph_def.SerializeToString())
+        found[name] = Frozen(str(path), inputs, outputs, model)
+    return found
+
+
+def _randomize_biases(model, rng: np.random.RandomState) -> None:
+    """Keras starts biases at zero (an LSTM's forget gate at one): make every bias count."""
+    for weight in model.weights:
+        if "bias" in weight.path:
+            weight.assign(rng.uniform(-0.5, 0.5, weight.shape).astype(np.float32))
+
+
+def _exported(frozen: Frozen) -> onnx.ModelProto:
+    model = export(load_graph(frozen.graph_path), frozen.inputs, frozen.outputs)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_recurrent_layer_exports_as_expected_nodes_and_matches_keras(name: str, frozen: dict[str, Frozen]):
+    case, item = CASES[name], frozen[name]
+    model = _exported(item)
+    types = op_types(model)
+    assert {t: types[t] for t in ("LSTM", "GRU", "Loop") if types[t]} == case.expected
+    for batch in ((1, 3) if case.dynamic else (case.batch,)):
+        x = np.random.RandomState(batch).uniform(-2, 2, [batch, case.steps, case.features]).astype(np.float32)
+        want = np.asarray(item.model(x))
+        got = run_onnx(model, {item.inputs[0]: x}, item.outputs)[item.outputs[0]]
+        assert got.shape == want.shape
+        assert np.max(np.abs(got - want)) / np.max(np.abs(want)) <= MAX_REL
+
+
+def test_gru_reset_spellings_set_linear_before_reset(frozen: dict[str, Frozen]):
+    for name, flag in (("gru_reset_after", 1), ("gru_reset_before", 0)):
+        node = next(n for n in _exported(frozen[name]).graph.node if n.op_type == "GRU")
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        assert attrs.get("linear_before_reset", 0) == flag, name
+
+
+@pytest.mark.parametrize("at_o2", [False, True])
+def test_keras_rnn_fixture_fuses_lstm_and_gru_and_keeps_simple_rnn_a_loop(at_o2: bool):
+    fixture = load_model_fixture("keras_rnn")
+    graph = optimized(fixture) if at_o2 else load_graph(fixture.path)
+    model = export(graph, fixture.inputs, fixture.outputs)
+    onnx.checker.check_model(model, full_check=True)
+    types = op_types(model)
+    assert (types["LSTM"], types["GRU"], types["Loop"]) == (1, 2, 1)
+    assert_matches_tf(fixture, model)
