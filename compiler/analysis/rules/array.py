@@ -197,6 +197,12 @@ def _same_as_input(facts: OpFacts) -> Optional[list[Shape]]:
     return [facts.shapes[0]]
 
 
+@shape_rule("Range")
+def _range(facts: OpFacts) -> Optional[list[Shape]]:
+    """Always a vector; its length is known when the operands are (constant evaluation gives it)."""
+    return [Shape((None,))]
+
+
 @shape_rule("Tile")
 def _tile(facts: OpFacts) -> Optional[list[Shape]]:
     dims, multiples = facts.dims(0), facts.ints(1)
