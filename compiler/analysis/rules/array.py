@@ -191,10 +191,37 @@ def _shape_from_operand(facts: OpFacts) -> Optional[list[Shape]]:
     return [Shape((None,) * length[0])]
 
 
-@shape_rule("ReverseV2", "Reverse", "ReverseSequence", "Roll")
+@shape_rule("ReverseV2", "Reverse", "ReverseSequence", "Roll", "Cumprod", "Cumsum", "EnsureShape",
+            "InvertPermutation", "MatrixBandPart", "MatrixSetDiag", "MatrixSetDiagV2", "MatrixSetDiagV3",
+            "TensorScatterAdd", "TensorScatterMax", "TensorScatterMin", "TensorScatterSub", "TensorScatterUpdate")
 def _same_as_input(facts: OpFacts) -> Optional[list[Shape]]:
-    """Reordering elements keeps the shape."""
+    """Ops that reorder, accumulate along an axis, or overwrite some elements keep the shape."""
     return [facts.shapes[0]]
+
+
+@shape_rule("Where")
+def _where(facts: OpFacts) -> Optional[list[Shape]]:
+    """The coordinates of the true elements: one row each, one column per input axis."""
+    return [Shape((None, facts.rank(0)))]
+
+
+@shape_rule("Unique", "UniqueWithCounts")
+def _unique(facts: OpFacts) -> Optional[list[Shape]]:
+    """Distinct values (how many is data-dependent), each input's index among them, and counts."""
+    shapes = [Shape((None,)), facts.shapes[0]]
+    return shapes + [Shape((None,))] if facts.op.type == "UniqueWithCounts" else shapes
+
+
+@shape_rule("MatrixDeterminant")
+def _determinant(facts: OpFacts) -> Optional[list[Shape]]:
+    dims = facts.dims(0)
+    return None if dims is None or len(dims) < 2 else [Shape(dims[:-2])]
+
+
+@shape_rule("ScatterNd")
+def _scatter_nd(facts: OpFacts) -> Optional[list[Shape]]:
+    dims = facts.ints(2)
+    return None if dims is None else [Shape(tuple(dims))]
 
 
 @shape_rule("Range")

@@ -34,6 +34,12 @@ def _broadcast(facts: OpFacts) -> Optional[list[Shape]]:
     return [broadcast(facts.shapes)]
 
 
+# Broadcasting integer ops that are not evaluated at analysis time (const_eval reads BROADCAST_OPS).
+@shape_rule("BitwiseAnd", "BitwiseOr", "BitwiseXor", "LeftShift", "RightShift")
+def _broadcast_bits(facts: OpFacts) -> Optional[list[Shape]]:
+    return [broadcast(facts.shapes)]
+
+
 @shape_rule("Select")
 def _select(facts: OpFacts) -> Optional[list[Shape]]:
     """Select (v1) takes a condition of rank 1 or of the operands' rank, never broadcasting them."""

@@ -433,7 +433,7 @@ def _one_hot(ctx: LoweringContext, op: Op) -> None:
         raise UnsupportedOpError(op.type, op.name, f"axis {axis} is out of range for indices of rank {rank}")
     indices = int64_operand(ctx, op, 0, flat=False)
     lifted = ctx.helper1(op, "lifted", "Unsqueeze", [indices, ctx.ints([at], f"{op.name}/axis")])
-    hot = ctx.helper1(op, "hot", "Equal", [lifted, _positions(ctx, op, rank - at)])
+    hot = ctx.helper1(op, "hot", "Equal", [lifted, depth_positions(ctx, op, rank - at)])
     on, off = ctx.operand(op, 2), ctx.operand(op, 3)
     if ctx.dtype(op.results[0]) != DType.BOOL:
         ctx.bind(op.results[0], ctx.emit1(op, "Where", [hot, on, off]))
@@ -444,7 +444,7 @@ def _one_hot(ctx: LoweringContext, op: Op) -> None:
     ctx.bind(op.results[0], ctx.emit1(op, "Or", picked))
 
 
-def _positions(ctx: LoweringContext, op: Op, trailing: int) -> str:
+def depth_positions(ctx: LoweringContext, op: Op, trailing: int) -> str:
     """0 .. depth-1 (int64) along the leading axis of a tensor with `trailing` unit axes after it."""
     depth = ctx.constant(op.operands[1])
     if depth is not None:
@@ -536,3 +536,102 @@ def _batch_to_space_nd(ctx: LoweringContext, op: Op) -> None:
     x = ctx.helper1(op, "merged", "Reshape", [x, ctx.ints([-1] + grown + dims[m:], f"{op.name}/merged")])
     specs = [(1 + i, b, g - a, 1) for i, ((b, a), g) in enumerate(zip(crops, grown)) if b or a]
     ctx.bind(op.results[0], _emit_slice(ctx, op, x, specs, None, len(dims) + 1, main=True))
+
+
+# -- indexing and reordering ------------------------------------------------------------
+@lowers("Where")
+def _where(ctx: LoweringContext, op: Op) -> None:
+    """Coordinates of the true (non-zero) elements, one row each: ONNX NonZero gives them one
+    column each, in the same row-major order, so a Transpose turns them around."""
+    coords = ctx.helper1(op, "nonzero", "NonZero", [ctx.operand(op, 0)])
+    ctx.bind(op.results[0], ctx.emit1(op, "Transpose", [coords], perm=[1, 0]))
+
+
+@lowers("Roll")
+def _roll(ctx: LoweringContext, op: Op) -> None:
+    """Per rolled axis, its tail then its head (Slice, Slice, Concat); shifts of one axis add up."""
+    shifts = [int(s) for s in ctx.const_operand(op, 1, "the shift").reshape(-1)]
+    axes = [int(a) for a in ctx.const_operand(op, 2, "the axis").reshape(-1)]
+    dims = ctx.shape(op.operands[0]).dims
+    if dims is None or len(shifts) != len(axes):
+        raise UnsupportedOpError(op.type, op.name, "needs a known input rank and one shift per axis")
+    total: dict[int, int] = {}
+    for shift, axis in zip(shifts, axes):
+        total[axis % len(dims)] = total.get(axis % len(dims), 0) + shift
+    if any(dims[a] is None for a in total):
+        raise UnsupportedOpError(op.type, op.name, "a rolled axis has an unknown size")
+    rolled = {a: s % dims[a] for a, s in total.items() if dims[a] and s % dims[a]}  # type: ignore[operator]
+    found = ctx.lowered(op.operands[0])
+    x = found.tensor
+    for n, (axis, shift) in enumerate(sorted(rolled.items())):
+        at = ctx.ints([layout.physical_axis(axis, found.perm, len(dims))], f"{op.name}/axis{axis}")
+        cut = ctx.ints([dims[axis] - shift], f"{op.name}/cut{axis}")  # type: ignore[operator]
+        tail = ctx.helper1(op, f"tail{axis}", "Slice", [x, cut, ctx.ints([INT64_MAX], "to_end"), at])
+        head = ctx.helper1(op, f"head{axis}", "Slice", [x, ctx.ints([0], "zero_1d"), cut, at])
+        parts, stored = [tail, head], layout.physical_axis(axis, found.perm, len(dims))
+        last = n == len(rolled) - 1
+        x = ctx.emit1(op, "Concat", parts, axis=stored) if last else \
+            ctx.helper1(op, f"rolled{axis}", "Concat", parts, axis=stored)
+    ctx.bind(op.results[0], x if rolled else found.tensor, found.perm)
+
+
+@lowers("ReverseSequence")
+def _reverse_sequence(ctx: LoweringContext, op: Op) -> None:
+    """ONNX ReverseSequence names batch and time axes among 0 and 1 only: other axes are
+    transposed there and back."""
+    rank = ctx.rank(op.operands[0])
+    if rank is None or rank < 2:
+        raise UnsupportedOpError(op.type, op.name, "needs an input of known rank >= 2")
+    seq, batch = int(op.attr("seq_dim")) % rank, int(op.attr("batch_dim", 0)) % rank
+    lengths = int64_operand(ctx, op, 1)
+    x = ctx.operand(op, 0)
+    if {seq, batch} == {0, 1}:
+        out = ctx.emit1(op, "ReverseSequence", [x, lengths], batch_axis=batch, time_axis=seq)
+        ctx.bind(op.results[0], out)
+        return
+    order = [batch, seq] + [a for a in range(rank) if a not in (batch, seq)]
+    moved = ctx.helper1(op, "batch_time_first", "Transpose", [x], perm=order)
+    reversed_ = ctx.helper1(op, "reversed", "ReverseSequence", [moved, lengths], batch_axis=0, time_axis=1)
+    back = [order.index(a) for a in range(rank)]
+    ctx.bind(op.results[0], ctx.emit1(op, "Transpose", [reversed_], perm=back))
+
+
+@lowers("Unique", "UniqueWithCounts")
+def _unique(ctx: LoweringContext, op: Op) -> None:
+    """ONNX Unique unsorted keeps first-appearance order, as TF does; 32-bit integers are
+    compared as int64 (exact both ways), which onnxruntime's kernel takes."""
+    dtype = ctx.dtype(op.operands[0])
+    x = ctx.operand(op, 0)
+    widened = dtype in (DType.INT32, DType.INT16, DType.UINT8, DType.UINT16)
+    if widened:
+        x = ctx.helper1(op, "wide", "Cast", [x], to=onnx_type(DType.INT64))
+    values, _, inverse, counts = ctx.helper(op, "unique", "Unique", [x], 4, sorted=0)
+    index_type = op.attr("out_idx", DType.INT32)
+    results = [(values, dtype), (inverse, index_type), (counts, index_type)][:len(op.results)]
+    for n, (value, (tensor, to)) in enumerate(zip(op.results, results)):
+        if n == 0 and widened or n > 0 and to != DType.INT64:
+            ctx.bind(value, ctx.node("Cast", [tensor], ctx.prefix + value.name, to=onnx_type(to))[0])
+        else:
+            ctx.bind(value, ctx.node("Identity", [tensor], ctx.prefix + value.name)[0])
+
+
+@lowers("InvertPermutation")
+def _invert_permutation(ctx: LoweringContext, op: Op) -> None:
+    """The inverse of a permutation is its argsort: the indices of an ascending TopK over all of
+    it (no ties in a permutation), cast back to its type."""
+    x = ctx.operand(op, 0)
+    count = ctx.shape(op.operands[0]).num_elements
+    k = ctx.ints([count], f"{op.name}/k") if count is not None else \
+        ctx.helper1(op, "k", "Shape", [x])
+    _, order = ctx.helper(op, "argsort", "TopK", [x, k], 2, axis=0, largest=0, sorted=1)
+    dtype = ctx.dtype(op.results[0])
+    out = ctx.emit1(op, "Identity" if dtype == DType.INT64 else "Cast", [order],
+                    **({} if dtype == DType.INT64 else {"to": onnx_type(dtype)}))
+    ctx.bind(op.results[0], out)
+
+
+@lowers("EnsureShape")
+def _ensure_shape(ctx: LoweringContext, op: Op) -> None:
+    """A run-time shape assertion: the exported model assumes it holds (no node)."""
+    found = kept_layout(ctx, op, ctx.lowered(op.operands[0]))
+    ctx.bind(op.results[0], found.tensor, found.perm)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
+
 from compiler.backends.onnx import layout
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
@@ -310,3 +312,74 @@ def _div_no_nan(ctx: LoweringContext, op: Op) -> None:
     quotient = ctx.helper1(op, "quotient", "Div", [inputs[0], safe])
     out = ctx.emit1(op, "Where", [is_zero, zero, quotient])
     ctx.bind(op.results[0], out, perm)
+
+
+# -- bits -------------------------------------------------------------------------------------
+_BITWISE = {"BitwiseAnd": "BitwiseAnd", "BitwiseOr": "BitwiseOr", "BitwiseXor": "BitwiseXor", "Invert": "BitwiseNot"}
+_SHIFT_TYPES = (DType.UINT8, DType.UINT32, DType.UINT64)
+
+
+@lowers(*_BITWISE, layout=AGNOSTIC)
+def _bitwise(ctx: LoweringContext, op: Op) -> None:
+    if ctx.opset < 18:
+        raise UnsupportedOpError(op.type, op.name, f"ONNX bitwise operators need opset 18 (exporting at {ctx.opset})")
+    lower_broadcasting(ctx, op, _BITWISE[op.type], op.operands)
+
+
+@lowers("LeftShift", "RightShift", layout=AGNOSTIC)
+def _shift(ctx: LoweringContext, op: Op) -> None:
+    """ONNX BitShift, with the amount clamped to [0, bits - 1] as TF clamps it.  BitShift is
+    logical and unsigned only (onnxruntime: 8, 32 and 64 bits), so signed types are refused:
+    TF's right shift of them is arithmetic."""
+    dtype = ctx.dtype(op.results[0])
+    if dtype not in _SHIFT_TYPES:
+        raise UnsupportedOpError(op.type, op.name, f"ONNX BitShift takes unsigned 8/32/64-bit integers, not {dtype}")
+    (x, y), perm = broadcast_operands(ctx, op, op.operands)
+    bits = 8 * dtype.to_numpy().itemsize
+    amounts = ctx.constant(op.operands[1])
+    if amounts is None or (amounts >= bits).any():
+        y = ctx.helper1(op, "clamped", "Min", [y, ctx.scalar(bits - 1, dtype, "widest_shift")])
+    direction = "LEFT" if op.type == "LeftShift" else "RIGHT"
+    ctx.bind(op.results[0], ctx.emit1(op, "BitShift", [x, y], direction=direction), perm)
+
+
+def _sign_bit(ctx: LoweringContext, op: Op, name: str, t: str, zero: str) -> str:
+    """min(t, 1 / t) < 0: negative numbers, -0 (whose reciprocal is -inf) and -inf (itself)."""
+    inverse = ctx.helper1(op, f"{name}_inverse", "Reciprocal", [t])
+    return ctx.helper1(op, f"{name}_sign_bit", "Less", [ctx.helper1(op, f"{name}_lesser", "Min", [t, inverse]), zero])
+
+
+@lowers("Atan2", layout=AGNOSTIC)
+def _atan2(ctx: LoweringContext, op: Op) -> None:
+    """ONNX has no Atan2: atan(y / x), turned by pi toward y's sign where x's sign bit is set
+    (y / +-0 is +-inf, so x == 0 needs nothing more), and +-0 or +-pi at the origin.  The turn
+    never cancels (|result| >= pi/2), so float32 keeps ~1 ulp; onnxruntime has no double Atan,
+    so double is refused.  Both operands infinite give the diagonals, as C's atan2 does."""
+    dtype = ctx.dtype(op.results[0])
+    if dtype not in (DType.FLOAT, DType.HALF):
+        raise UnsupportedOpError(op.type, op.name, f"Atan2 of {dtype} (onnxruntime's Atan is float32 only)")
+    inputs, perm = broadcast_operands(ctx, op, op.operands)
+    y, x = inputs
+    if dtype == DType.HALF:
+        y, x = (ctx.helper1(op, f"{n}32", "Cast", [t], to=onnx_type(DType.FLOAT)) for n, t in zip("yx", inputs))
+    zero = ctx.scalar(0.0, DType.FLOAT, "zero")
+    base = ctx.helper1(op, "atan", "Atan", [ctx.helper1(op, "ratio", "Div", [y, x])])
+    y_minus, x_minus = (_sign_bit(ctx, op, n, t, zero) for n, t in (("y", y), ("x", x)))
+    half_turn = ctx.helper1(op, "half_turn", "Where", [y_minus, ctx.scalar(-np.pi, DType.FLOAT, "minus_pi"),
+                                                        ctx.scalar(np.pi, DType.FLOAT, "pi")])
+    turned = ctx.helper1(op, "turned", "Where", [x_minus, ctx.helper1(op, "plus_turn", "Add", [base, half_turn]), base])
+    origin = ctx.helper1(op, "origin", "And", [ctx.helper1(op, "x_zero", "Equal", [x, zero]),
+                                               ctx.helper1(op, "y_zero", "Equal", [y, zero])])
+    at_origin = ctx.helper1(op, "at_origin", "Where", [x_minus, half_turn, y])
+    # Both infinite: y / x is NaN; the answer is the diagonal, a quarter of the half turn or three.
+    corners = ctx.helper1(op, "both_infinite", "And", [ctx.helper1(op, "x_inf", "IsInf", [x]),
+                                                       ctx.helper1(op, "y_inf", "IsInf", [y])])
+    eighth = ctx.helper1(op, "eighths", "Where", [x_minus, ctx.scalar(0.75, DType.FLOAT, "three_quarters"),
+                                                  ctx.scalar(0.25, DType.FLOAT, "quarter")])
+    diagonal = ctx.helper1(op, "diagonal", "Mul", [half_turn, eighth])
+    turned = ctx.helper1(op, "turned_or_diagonal", "Where", [corners, diagonal, turned])
+    if dtype == DType.HALF:
+        both = ctx.helper1(op, "atan2_32", "Where", [origin, at_origin, turned])
+        ctx.bind(op.results[0], ctx.emit1(op, "Cast", [both], to=onnx_type(dtype)), perm)
+        return
+    ctx.bind(op.results[0], ctx.emit1(op, "Where", [origin, at_origin, turned]), perm)

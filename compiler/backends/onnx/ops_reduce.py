@@ -6,8 +6,12 @@ already in TF order: no Transpose survives a CNN's classifier head.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Optional
+
 from compiler.backends.onnx import layout, opset
-from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
+from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.ops_array import int64_operand, kept_layout
@@ -20,23 +24,48 @@ REDUCTIONS = {"Mean": "ReduceMean", "Sum": "ReduceSum", "Max": "ReduceMax", "Min
               "Prod": "ReduceProd"}
 
 
-@lowers(*REDUCTIONS)
-def _reduce(ctx: LoweringContext, op: Op) -> None:
-    x, rank = op.operands[0], ctx.rank(op.operands[0])
+@dataclass(frozen=True)
+class Reduction:
+    """A Mean/Sum/All/... op's input as stored, its TF axes and their stored positions."""
+
+    found: Lowered
+    rank: int
+    axes: list[int]
+    stored: list[int]
+    keep: bool
+
+
+def reduction_of(ctx: LoweringContext, op: Op) -> Optional[Reduction]:
+    """The reduction operand 1 (constant) asks for, or None once a reduction over no axes has been
+    bound to its input."""
+    rank = ctx.rank(op.operands[0])
     if rank is None:
         raise UnsupportedOpError(op.type, op.name, "the input rank is unknown")
     axes = sorted({int(a) % rank for a in ctx.const_operand(op, 1, "the reduction axes").reshape(-1)}) if rank else []
-    keep = bool(op.attr("keep_dims", False))
-    found = ctx.lowered(x)
+    found = ctx.lowered(op.operands[0])
     if not axes:
         ctx.bind(op.results[0], found.tensor, found.perm)
-        return
+        return None
     stored = sorted(layout.physical_axis(a, found.perm, rank) for a in axes)
-    if op.type == "Mean" and rank == 4 and stored == [2, 3] and is_dequantized(ctx, found.tensor):
-        out = _global_average(ctx, op, found.tensor, keep)
+    return Reduction(found, rank, axes, stored, bool(op.attr("keep_dims", False)))
+
+
+def bind_reduced(ctx: LoweringContext, op: Op, out: str, r: Reduction) -> None:
+    """Bind the result: reduced axes kept in place, or gone from the layout."""
+    ctx.bind(op.results[0], out, r.found.perm if r.keep else layout.after_removing(r.found.perm, r.axes, r.rank))
+
+
+@lowers(*REDUCTIONS)
+def _reduce(ctx: LoweringContext, op: Op) -> None:
+    r = reduction_of(ctx, op)
+    if r is None:
+        return
+    x = r.found.tensor
+    if op.type == "Mean" and r.rank == 4 and r.stored == [2, 3] and is_dequantized(ctx, x):
+        out = _global_average(ctx, op, x, r.keep)
     else:
-        out = opset.reduce(ctx, op, REDUCTIONS[op.type], found.tensor, stored, keep)
-    ctx.bind(op.results[0], out, found.perm if keep else layout.after_removing(found.perm, axes, rank))
+        out = opset.reduce(ctx, op, REDUCTIONS[op.type], x, r.stored, r.keep)
+    bind_reduced(ctx, op, out, r)
 
 
 def _global_average(ctx: LoweringContext, op: Op, x: str, keep: bool) -> str:
@@ -103,3 +132,55 @@ def _cumsum(ctx: LoweringContext, op: Op) -> None:
     stored = layout.physical_axis(int(axis.reshape(-1)[0]), found.perm, rank)
     out = ctx.emit1(op, "CumSum", [found.tensor, ctx.scalar(stored, DType.INT64, f"{op.name}/axis")], **flags)
     ctx.bind(op.results[0], out, found.perm)
+
+
+@lowers("All", "Any")
+def _all_any(ctx: LoweringContext, op: Op) -> None:
+    """ONNX has no boolean reductions: count the true (Any) or false (All) elements in int64,
+    which is also right for empty inputs (Any false, All true)."""
+    r = reduction_of(ctx, op)
+    if r is None:
+        return
+    counted = r.found.tensor if op.type == "Any" else ctx.helper1(op, "false", "Not", [r.found.tensor])
+    ones = ctx.helper1(op, "as_int", "Cast", [counted], to=onnx_type(DType.INT64))
+    total = opset.reduce(ctx, op, "ReduceSum", ones, r.stored, r.keep, suffix="count")
+    zero = ctx.scalar(0, DType.INT64, "zero")
+    bind_reduced(ctx, op, ctx.emit1(op, "Greater" if op.type == "Any" else "Equal", [total, zero]), r)
+
+
+@lowers("Cumprod")
+def _cumprod(ctx: LoweringContext, op: Op) -> None:
+    """ONNX has no CumProd, and exp(cumsum(log x)) is inexact (and wrong for x <= 0): an ONNX Scan
+    multiplies slice by slice in TF's order instead, emitting the running product after the
+    multiply (inclusive) or before it (exclusive), walking backward when reversed."""
+    rank = ctx.rank(op.operands[0])
+    if rank is None or rank == 0:
+        raise UnsupportedOpError(op.type, op.name, "needs an input of known rank >= 1")
+    axis = int(ctx.const_operand(op, 1, "the axis").reshape(-1)[0]) % rank
+    dtype = ctx.dtype(op.results[0])
+    tensor = ctx.operand(op, 0)
+    others = ctx.ints([a for a in range(rank) if a != axis], f"{op.name}/other_axes")
+    slice_shape = ctx.helper1(op, "slice_shape", "Gather", [ctx.helper1(op, "shape", "Shape", [tensor]), others])
+    ones = ctx.helper1(op, "ones", "Expand", [ctx.scalar(1, dtype, "one"), slice_shape])
+    dims = ctx.shape(op.operands[0]).dims or (None,) * rank
+    body = _product_step(ctx, op, bool(op.attr("exclusive", False)), dims[:axis] + dims[axis + 1:])
+    backward = int(bool(op.attr("reverse", False)))
+    _, out = ctx.helper(op, "scan", "Scan", [ones, tensor], 2, body=body, num_scan_inputs=1, scan_input_axes=[axis],
+                      scan_output_axes=[axis], scan_input_directions=[backward], scan_output_directions=[backward])
+    ctx.bind(op.results[0], out)
+
+
+def _product_step(ctx: LoweringContext, op: Op, exclusive: bool, dims: tuple) -> GraphBuilder:
+    """Scan body (product so far, next slice of `dims`) -> (new product, the slice's output);
+    the inputs declare their shapes, which the checker wants below IR version 8."""
+    body = GraphBuilder(ctx.scope)
+    names, elem = ctx.scope.tensors, onnx_type(ctx.dtype(op.results[0]))
+    base = f"{ctx.prefix}{op.name}/step/"
+    so_far, piece = (ValueSpec(names.fresh(base + n), elem, tuple(dims)) for n in ("so_far", "slice"))
+    body.add_input(so_far)
+    body.add_input(piece)
+    product = names.fresh(base + "product")
+    body.add_node("Mul", [so_far.name, piece.name], [product], ctx.scope.nodes.fresh(base + "mul"))
+    body.expose(product, ValueSpec(names.fresh(base + "carried"), elem))
+    body.expose(so_far.name if exclusive else product, ValueSpec(names.fresh(base + "out"), elem))
+    return body

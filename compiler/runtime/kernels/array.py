@@ -597,3 +597,64 @@ def _batch_to_space_nd(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     cuts = np.asarray(crops).reshape(m, 2).tolist()
     index = [slice(None)] + [slice(a, s - b) for (a, b), s in zip(cuts, spatial)]
     return [y[tuple(index)]]
+
+
+@kernel("Roll")
+def _roll(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """Shifts add up when an axis is named twice, as TF sums them."""
+    x, shift, axis = inputs
+    shifts, axes = int_vector(shift), int_vector(axis)
+    if len(shifts) != len(axes):
+        raise KernelError(f"shift {shifts} and axis {axes} differ in length")
+    if not axes:
+        return [x]
+    return [np.roll(x, shifts, [axis_index(a, x.ndim) for a in axes])]
+
+
+@kernel("ReverseSequence")
+def _reverse_sequence(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """The first seq_lengths[b] steps along seq_dim of each batch entry b, reversed."""
+    x, lengths = inputs
+    seq = axis_index(int(attr(attrs, "seq_dim")), x.ndim)  # type: ignore[arg-type]
+    batch = axis_index(int(attr(attrs, "batch_dim", 0)), x.ndim)  # type: ignore[arg-type]
+    counts = int_vector(lengths)
+    if seq == batch or len(counts) != x.shape[batch]:
+        raise KernelError(f"seq_dim {seq}, batch_dim {batch} and {len(counts)} lengths do not fit {list(x.shape)}")
+    if any(not 0 <= n <= x.shape[seq] for n in counts):
+        raise KernelError(f"seq_lengths {counts} must lie in [0, {x.shape[seq]}]")
+    out = np.moveaxis(x, (batch, seq), (0, 1)).copy()
+    for b, n in enumerate(counts):
+        out[b, :n] = out[b, :n][::-1]
+    return [np.moveaxis(out, (0, 1), (batch, seq))]
+
+
+def _unique(x: Array, index_type: np.dtype) -> tuple[Array, Array, Array]:
+    """(values in order of first appearance, each element's position among them, counts)."""
+    if x.ndim != 1:
+        raise KernelError(f"input must be a vector, got shape {list(x.shape)}")
+    values, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return values[order], rank[inverse.reshape(-1)].astype(index_type), counts[order].astype(index_type)
+
+
+@kernel("Unique")
+def _unique_kernel(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    values, index, _ = _unique(inputs[0], dtype_attr(attrs, "out_idx", _INT32))
+    return [values, index]
+
+
+@kernel("UniqueWithCounts")
+def _unique_with_counts(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    return list(_unique(inputs[0], dtype_attr(attrs, "out_idx", _INT32)))
+
+
+@kernel("EnsureShape")
+def _ensure_shape(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """The input, when its shape is compatible with the stated one."""
+    x, stated = inputs[0], attr(attrs, "shape")
+    dims = getattr(stated, "dims", stated)
+    if dims is not None and (len(dims) != x.ndim or any(d not in (None, -1, n) for d, n in zip(dims, x.shape))):
+        raise KernelError(f"shape {list(x.shape)} is not compatible with the expected shape {list(dims)}")
+    return [x]

@@ -454,3 +454,33 @@ def _range(attrs: Attrs, inputs: list[Array]) -> list[Array]:
         size = int(np.ceil(np.abs((limit - start) / delta)))
     index = np.arange(checked_shape([size], 8)[0]).astype(dtype)
     return [(start + index * delta).astype(dtype, copy=False)]
+
+
+# ---------------------------------------------------------------- bits
+
+
+def _clamped_shift(x: Array, y: Array) -> Array:
+    """TF clamps the shift to [0, bits - 1] (C++ leaves wider shifts undefined)."""
+    return np.clip(y.astype(np.int64), 0, 8 * x.dtype.itemsize - 1).astype(x.dtype)
+
+
+_register_binary(("LeftShift",), lambda x, y: np.left_shift(x, _clamped_shift(x, y)))
+_register_binary(("RightShift",), lambda x, y: np.right_shift(x, _clamped_shift(x, y)))
+_register_unary(("Invert",), np.invert)
+
+
+# ---------------------------------------------------------------- spectral
+
+
+@kernel("RFFT")
+def _rfft(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """Real FFT of the innermost axis cropped to fft_length (the raw op never pads; tf.signal does
+    that with a Pad before it)."""
+    x, length = inputs
+    n = scalar_int(length, "fft_length")
+    if x.ndim < 1 or not 0 <= n <= x.shape[-1]:
+        raise KernelError(f"fft_length {n} must lie in [0, {x.shape[-1] if x.ndim else 0}] for shape {list(x.shape)}")
+    out_type = dtype_attr(attrs, "Tcomplex", np.dtype(np.complex64))
+    if n == 0:
+        return [np.zeros(x.shape[:-1] + (0,), out_type)]
+    return [np.fft.rfft(x.astype(np.float64), n=n, axis=-1).astype(out_type)]

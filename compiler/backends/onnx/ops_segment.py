@@ -1,0 +1,264 @@
+"""Scatters and segment reductions: ONNX ScatterND with a reduction over a pre-filled tensor.
+
+ScatterND's `reduction` applies duplicates one by one, as TF's CPU kernels do:
+add and mul exist from opset 16, max and min from 18, and below that a
+scatter that may meet duplicates is refused rather than emitted wrong.  A
+segment reduction is the same scatter with each id as a one-element index;
+its result starts as the reduction's identity, which is exactly what TF
+leaves in empty unsorted segments (finite lowest/highest for max/min).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.backends.onnx import opset
+from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.dtypes import onnx_type
+from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.ops_array import depth_positions, int64_operand
+from compiler.backends.onnx.registry import lowers
+from compiler.ir.dtypes import DType
+from compiler.ir.graph import Op
+
+# TF reduction -> (ONNX ScatterND reduction, first opset that has it).
+_REDUCTIONS = {"Sum": ("add", 16), "Add": ("add", 16), "Sub": ("add", 16), "Prod": ("mul", 16),
+               "Max": ("max", 18), "Min": ("min", 18)}
+
+
+def _reduction(ctx: LoweringContext, op: Op, kind: str) -> str:
+    name, first = _REDUCTIONS[kind]
+    if ctx.opset < first:
+        raise UnsupportedOpError(op.type, op.name, f"ScatterND reduction '{name}' needs opset {first} "
+                                                   f"(exporting at {ctx.opset})")
+    return name
+
+
+def _identity(dtype: DType, kind: str) -> np.ndarray:
+    """The value a `kind` reduction starts from, as TF's Eigen lowest()/highest() (finite)."""
+    np_type = dtype.to_numpy()
+    info = np.finfo(np_type) if np.dtype(np_type).kind == "f" else np.iinfo(np_type)
+    value = {"Sum": 0, "Prod": 1, "Max": info.min, "Min": info.max}[kind]
+    return np.asarray(value, np_type)
+
+
+def _filled(ctx: LoweringContext, op: Op, value: np.ndarray, shape: str) -> str:
+    fill = ctx.initializer(value, f"{op.name}/fill")
+    return ctx.helper1(op, "filled", "Expand", [fill, shape])
+
+
+# -- ND scatters -------------------------------------------------------------------------
+@lowers("ScatterNd")
+def _scatter_nd(ctx: LoweringContext, op: Op) -> None:
+    """Zeros of the given shape, duplicates added."""
+    reduction = _reduction(ctx, op, "Add")
+    zero = np.zeros((), ctx.dtype(op.results[0]).to_numpy())
+    zeros = _filled(ctx, op, zero, int64_operand(ctx, op, 2))
+    inputs = [zeros, int64_operand(ctx, op, 0, flat=False), ctx.operand(op, 1)]
+    ctx.bind(op.results[0], ctx.emit1(op, "ScatterND", inputs, reduction=reduction))
+
+
+_TENSOR_SCATTERS = {"TensorScatterUpdate": None, "TensorScatterAdd": "Add", "TensorScatterSub": "Sub",
+                    "TensorScatterMax": "Max", "TensorScatterMin": "Min"}
+
+
+@lowers(*_TENSOR_SCATTERS)
+def _tensor_scatter(ctx: LoweringContext, op: Op) -> None:
+    """TF leaves the winner among duplicate updates open, so plain ScatterND is one exact answer."""
+    kind = _TENSOR_SCATTERS[op.type]
+    updates = ctx.operand(op, 2)
+    if kind == "Sub":
+        updates = ctx.helper1(op, "negated", "Neg", [updates])
+    attrs = {} if kind is None else {"reduction": _reduction(ctx, op, kind)}
+    inputs = [ctx.operand(op, 0), int64_operand(ctx, op, 1, flat=False), updates]
+    ctx.bind(op.results[0], ctx.emit1(op, "ScatterND", inputs, **attrs))
+
+
+# -- segment reductions --------------------------------------------------------------------
+def _segment_scatter(ctx: LoweringContext, op: Op, kind: str, count: str, drop_negative: bool,
+                     main: bool) -> str:
+    """Rows of operand 0 combined per id (operand 1) into `count` (int64 [1]) rows.  Negative
+    ids, which TF drops, go to a spare last row that is cut off."""
+    ids_rank = ctx.rank(op.operands[1])
+    if ids_rank is None:
+        raise UnsupportedOpError(op.type, op.name, "the segment ids' rank is unknown")
+    reduction = _reduction(ctx, op, kind)
+    ids = int64_operand(ctx, op, 1, flat=False)
+    known = ctx.constant(op.operands[1])
+    drop_negative = drop_negative and (known is None or (known < 0).any())
+    rows = count
+    if drop_negative:
+        rows = ctx.helper1(op, "rows", "Add", [count, ctx.ints([1], "one_1d")])
+        negative = ctx.helper1(op, "negative", "Less", [ids, ctx.scalar(0, DType.INT64, "zero")])
+        spare = ctx.helper1(op, "spare", "Reshape", [count, ctx.ints([], "scalar_shape")])
+        ids = ctx.helper1(op, "ids", "Where", [negative, spare, ids])
+    tail = ctx.helper1(op, "tail", "Shape", [ctx.operand(op, 0)], start=ids_rank)
+    shape = ctx.helper1(op, "shape", "Concat", [rows, tail], axis=0)
+    filled = _filled(ctx, op, _identity(ctx.dtype(op.results[0]), kind), shape)
+    index = ctx.helper1(op, "index", "Unsqueeze", [ids, ctx.ints([-1], "last_axis")])
+    inputs = [filled, index, ctx.operand(op, 0)]
+    if not drop_negative:
+        if main:
+            return ctx.emit1(op, "ScatterND", inputs, reduction=reduction)
+        return ctx.helper1(op, f"scatter_{kind.lower()}", "ScatterND", inputs, reduction=reduction)
+    scattered = ctx.helper1(op, f"scatter_{kind.lower()}", "ScatterND", inputs, reduction=reduction)
+    slice_inputs = [scattered, ctx.ints([0], "zero_1d"), count, ctx.ints([0], "zero_1d")]
+    if main:
+        return ctx.emit1(op, "Slice", slice_inputs)
+    return ctx.helper1(op, "kept", "Slice", slice_inputs)
+
+
+def _num_segments(ctx: LoweringContext, op: Op) -> str:
+    return ctx.helper1(op, "count", "Reshape", [int64_operand(ctx, op, 2, flat=False), ctx.ints([1], "one_shape")])
+
+
+_UNSORTED = {f"UnsortedSegment{k}": k for k in ("Sum", "Prod", "Max", "Min")}
+
+
+@lowers(*_UNSORTED)
+def _unsorted_segment(ctx: LoweringContext, op: Op) -> None:
+    out = _segment_scatter(ctx, op, _UNSORTED[op.type], _num_segments(ctx, op), True, main=True)
+    ctx.bind(op.results[0], out)
+
+
+def _count_of(ctx: LoweringContext, op: Op, ids: str) -> str:
+    """max(ids) + 1 as int64 [1] (0 for no ids) for an int64 vector `ids`: sorted segment ops and
+    stitches size their result so."""
+    padded = ctx.helper1(op, "ids_or_none", "Concat", [ctx.ints([-1], "minus_one"), ids], axis=0)
+    top = opset.reduce(ctx, op, "ReduceMax", padded, [0], True, suffix="max_id")
+    return ctx.helper1(op, "count", "Add", [top, ctx.ints([1], "one_1d")])
+
+
+_SORTED = {f"Segment{k}": k for k in ("Sum", "Prod", "Max", "Min", "Mean")}
+
+
+@lowers(*_SORTED)
+def _sorted_segment(ctx: LoweringContext, op: Op) -> None:
+    """Sum and Prod start from their identity, as TF leaves them; Max, Min and Mean need each
+    segment's size: TF leaves an empty one 0 and divides a mean by it."""
+    if ctx.rank(op.operands[1]) != 1 or ctx.rank(op.operands[0]) is None:
+        raise UnsupportedOpError(op.type, op.name, "needs vector segment ids and data of known rank")
+    kind = _SORTED[op.type]
+    count = _count_of(ctx, op, int64_operand(ctx, op, 1, flat=False))
+    if kind in ("Sum", "Prod"):
+        ctx.bind(op.results[0], _segment_scatter(ctx, op, kind, count, False, main=True))
+        return
+    combined = _segment_scatter(ctx, op, "Sum" if kind == "Mean" else kind, count, False, main=False)
+    sizes = _segment_sizes(ctx, op, count)
+    dtype = ctx.dtype(op.results[0])
+    if kind == "Mean":
+        at_least_one = ctx.helper1(op, "at_least_one", "Max", [sizes, ctx.scalar(1, DType.INT64, "one")])
+        divisor = ctx.helper1(op, "divisor", "Cast", [at_least_one], to=onnx_type(dtype))
+        ctx.bind(op.results[0], ctx.emit1(op, "Div", [combined, divisor]))
+        return
+    empty = ctx.helper1(op, "empty", "Equal", [sizes, ctx.scalar(0, DType.INT64, "zero")])
+    ctx.bind(op.results[0], ctx.emit1(op, "Where", [empty, ctx.scalar(0, dtype, "zero"), combined]))
+
+
+def _segment_sizes(ctx: LoweringContext, op: Op, count: str) -> str:
+    """How many ids each segment has (int64), shaped to broadcast against the result's rows."""
+    ids = int64_operand(ctx, op, 1, flat=False)
+    ones = ctx.helper1(op, "ones", "Expand", [ctx.scalar(1, DType.INT64, "one"),
+                                              ctx.helper1(op, "ids_shape", "Shape", [ids])])
+    zeros = ctx.helper1(op, "no_sizes", "Expand", [ctx.scalar(0, DType.INT64, "zero"), count])
+    index = ctx.helper1(op, "size_index", "Unsqueeze", [ids, ctx.ints([-1], "last_axis")])
+    sizes = ctx.helper1(op, "sizes", "ScatterND", [zeros, index, ones], reduction="add")
+    trailing = ctx.rank(op.operands[0]) - 1  # type: ignore[operator]
+    if not trailing:
+        return sizes
+    return ctx.helper1(op, "sizes_rows", "Unsqueeze", [sizes, ctx.ints(range(1, trailing + 1), f"{op.name}/rows")])
+
+
+# -- stitching ------------------------------------------------------------------------------------
+@lowers("DynamicStitch", "ParallelDynamicStitch")
+def _dynamic_stitch(ctx: LoweringContext, op: Op) -> None:
+    """result[indices[m][i]] = data[m][i], the last piece winning a slot as in TF: each slot's
+    winner is the highest position among all pieces (ScatterND max, opset 18), then one Gather;
+    slots no piece names are 0."""
+    half = len(op.operands) // 2
+    ranks = [ctx.rank(v) for v in op.operands[:half]]
+    data_rank = ctx.rank(op.operands[half])
+    if None in ranks or data_rank is None:
+        raise UnsupportedOpError(op.type, op.name, "the indices' and data's ranks must be known")
+    tail_rank = data_rank - ranks[0]  # type: ignore[operator]
+    reduction = _reduction(ctx, op, "Max")
+    flat_index, flat_data = [], []
+    for m, rank in enumerate(ranks):
+        index, data = int64_operand(ctx, op, m, flat=False), ctx.operand(op, half + m)
+        if rank != 1:  # a vector of indices already lists rows
+            index = ctx.helper1(op, f"index{m}", "Reshape", [index, ctx.ints([-1], "flat")])
+            tail = ctx.helper1(op, f"tail{m}", "Shape", [data], start=rank)
+            rows = ctx.helper1(op, f"rows_shape{m}", "Concat", [ctx.ints([-1], "flat"), tail], axis=0)
+            data = ctx.helper1(op, f"rows{m}", "Reshape", [data, rows])
+        flat_index.append(index)
+        flat_data.append(data)
+    index = flat_index[0] if half == 1 else ctx.helper1(op, "index", "Concat", flat_index, axis=0)
+    data = flat_data[0] if half == 1 else ctx.helper1(op, "rows", "Concat", flat_data, axis=0)
+    total = ctx.helper1(op, "total", "Size", [index])
+    positions = ctx.helper1(op, "positions", "Range", [ctx.scalar(0, DType.INT64, "zero"), total,
+                                                       ctx.scalar(1, DType.INT64, "one")])
+    unset = ctx.helper1(op, "unset", "Expand", [ctx.scalar(-1, DType.INT64, "minus_one"), _count_of(ctx, op, index)])
+    slots = ctx.helper1(op, "slots", "Unsqueeze", [index, ctx.ints([-1], "last_axis")])
+    winner = ctx.helper1(op, "winner", "ScatterND", [unset, slots, positions], reduction=reduction)
+    picked = ctx.helper1(op, "picked", "Gather", [data, winner], axis=0)
+    # Slots no piece names are zero, as TF's CPU kernel leaves them.
+    unfilled = ctx.helper1(op, "unfilled", "Less", [winner, ctx.scalar(0, DType.INT64, "zero")])
+    if tail_rank:
+        unfilled = ctx.helper1(op, "unfilled_rows", "Unsqueeze", [unfilled, ctx.ints(range(1, tail_rank + 1),
+                                                                                      f"{op.name}/rows")])
+    zero = ctx.scalar(0, ctx.dtype(op.results[0]), "zero")
+    ctx.bind(op.results[0], ctx.emit1(op, "Where", [unfilled, zero, picked]))
+
+
+# -- counting and densifying --------------------------------------------------------------------------
+@lowers("Bincount", "DenseBincount")
+def _bincount(ctx: LoweringContext, op: Op) -> None:
+    """Each value compared with every bin (values past the last bin match none), then summed over
+    the values: the count, the weight sum, or (binary_output) whether the count is positive."""
+    rank, weights = ctx.rank(op.operands[0]), op.operands[2]
+    unweighted = ctx.shape(weights).num_elements == 0
+    if rank is None or (op.type == "DenseBincount" and rank not in (1, 2)):
+        raise UnsupportedOpError(op.type, op.name, "needs a vector (or, for DenseBincount, matrix) input")
+    if not unweighted and ctx.shape(weights).num_elements is None:
+        raise UnsupportedOpError(op.type, op.name, "whether the weights are empty must be known statically")
+    values = int64_operand(ctx, op, 0, flat=False)
+    if op.type == "Bincount":
+        values = ctx.helper1(op, "flat", "Reshape", [values, ctx.ints([-1], "flat")])
+        rank = 1
+    lifted = ctx.helper1(op, "lifted", "Unsqueeze", [values, ctx.ints([-1], "last_axis")])
+    hot = ctx.helper1(op, "hot", "Equal", [lifted, depth_positions(ctx, op, 0)])
+    dtype = ctx.dtype(op.results[0])
+    axis = rank - 1  # the values' axis, before the bins
+    if bool(op.attr("binary_output", False)):
+        present = opset.reduce(ctx, op, "ReduceMax", ctx.helper1(op, "hits", "Cast", [hot], to=onnx_type(DType.INT32)),
+                               [axis], False, suffix="present")
+        ctx.bind(op.results[0], ctx.emit1(op, "Cast", [present], to=onnx_type(dtype)))
+        return
+    if unweighted:
+        terms = ctx.helper1(op, "ones", "Cast", [hot], to=onnx_type(dtype))
+    else:
+        weight = ctx.operand(op, 2)
+        if op.type == "Bincount":
+            weight = ctx.helper1(op, "flat_weights", "Reshape", [weight, ctx.ints([-1], "flat")])
+        column = ctx.helper1(op, "weight_column", "Unsqueeze", [weight, ctx.ints([-1], "last_axis")])
+        terms = ctx.helper1(op, "terms", "Where", [hot, column, ctx.scalar(0, dtype, "zero")])
+    ctx.bind(op.results[0], opset.reduce(ctx, op, "ReduceSum", terms, [axis], False))
+
+
+@lowers("SparseToDense")
+def _sparse_to_dense(ctx: LoweringContext, op: Op) -> None:
+    """The default value expanded to the output shape, the values scattered in (valid TF input
+    lists each coordinate once, so ScatterND needs no reduction)."""
+    index_rank = ctx.rank(op.operands[0])
+    if index_rank is None or ctx.rank(op.operands[2]) is None:
+        raise UnsupportedOpError(op.type, op.name, "the indices' and values' ranks must be known")
+    shape = int64_operand(ctx, op, 1)
+    index = int64_operand(ctx, op, 0, flat=False)
+    if index_rank < 2:
+        index = ctx.helper1(op, "coords", "Reshape", [index, ctx.ints([-1, 1], f"{op.name}/column")])
+    values = ctx.operand(op, 2)
+    if ctx.rank(op.operands[2]) == 0:
+        count = ctx.helper1(op, "count", "Slice", [ctx.helper1(op, "index_shape", "Shape", [index]),
+                                                   ctx.ints([0], "zero_1d"), ctx.ints([1], "one_1d")])
+        values = ctx.helper1(op, "values", "Expand", [values, count])
+    filled = ctx.helper1(op, "filled", "Expand", [ctx.operand(op, 3), shape])
+    ctx.bind(op.results[0], ctx.emit1(op, "ScatterND", [filled, index, values]))
