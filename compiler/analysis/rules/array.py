@@ -5,7 +5,8 @@ from typing import Optional
 
 import numpy as np
 
-from compiler.analysis.rules.registry import OpFacts, normalize_axis, shape_rule, unknown_rank
+from compiler.analysis.rules.registry import OpFacts, broadcast, normalize_axis, shape_rule, unknown_rank
+from compiler.ir.attrs import attr_text
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
 from compiler.runtime.kernels.array import strided_slice_index
 
@@ -216,6 +217,95 @@ def _unique(facts: OpFacts) -> Optional[list[Shape]]:
 def _determinant(facts: OpFacts) -> Optional[list[Shape]]:
     dims = facts.dims(0)
     return None if dims is None or len(dims) < 2 else [Shape(dims[:-2])]
+
+
+@shape_rule("GatherNd")
+def _gather_nd(facts: OpFacts) -> Optional[list[Shape]]:
+    """indices[..., :k] picks slices params[i0, ..., ik-1]: indices' leading dims, params' trailing."""
+    params, indices = facts.dims(0), facts.dims(1)
+    if params is None or indices is None or not indices or indices[-1] is None:
+        return None
+    return [Shape(tuple(indices[:-1]) + tuple(params[indices[-1]:]))]
+
+
+@shape_rule("TopKV2", "TopK")
+def _top_k(facts: OpFacts) -> Optional[list[Shape]]:
+    """Values and indices: the input with its last dim cut to k."""
+    dims = facts.dims(0)
+    if dims is None or not dims:
+        return None
+    if facts.op.type == "TopK":
+        k: Optional[int] = int(facts.attr("k", -1))
+    else:
+        given = facts.ints(1)
+        k = None if given is None else given[0]
+    out = Shape(tuple(dims[:-1]) + (k if k is None or k >= 0 else None,))
+    return [out, out]
+
+
+@shape_rule("Invert")
+def _bitwise_not(facts: OpFacts) -> Optional[list[Shape]]:
+    return [facts.shapes[0]]
+
+
+@shape_rule("SegmentSum", "SegmentMean", "SegmentMax", "SegmentMin", "SegmentProd")
+def _segment(facts: OpFacts) -> Optional[list[Shape]]:
+    """As many rows as the largest segment id says (data-dependent), each a slice of the data."""
+    dims = facts.dims(0)
+    return None if dims is None else [Shape((None,) + tuple(dims[1:]))]
+
+
+@shape_rule("UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin", "UnsortedSegmentProd")
+def _unsorted_segment(facts: OpFacts) -> Optional[list[Shape]]:
+    """num_segments rows; the ids' dims are replaced by that one."""
+    dims, ids, count = facts.dims(0), facts.dims(1), facts.ints(2)
+    if dims is None or ids is None:
+        return None
+    return [Shape((None if count is None else count[0],) + tuple(dims[len(ids):]))]
+
+
+@shape_rule("NonMaxSuppression", "NonMaxSuppressionV2", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
+            "NonMaxSuppressionV5")
+def _non_max_suppression(facts: OpFacts) -> Optional[list[Shape]]:
+    """Selected box indices (padded to max_output_size when asked), scores (V5) and the valid count."""
+    limit = facts.ints(2)
+    padded = bool(facts.attr("pad_to_max_output_size", False)) and limit is not None
+    selected = Shape((limit[0] if padded else None,))
+    shapes = {"NonMaxSuppressionV4": [selected, Shape(())], "NonMaxSuppressionV5": [selected, selected, Shape(())]}
+    return shapes.get(facts.op.type, [selected])
+
+
+@shape_rule("Einsum")
+def _einsum(facts: OpFacts) -> Optional[list[Shape]]:
+    """The output subscripts' dims, each read from an input that names it (`...`: broadcast dims)."""
+    equation = attr_text(facts.attr("equation", ""))
+    if "->" not in equation:
+        return None
+    inputs, output = equation.replace(" ", "").split("->")
+    terms = inputs.split(",")
+    if len(terms) != len(facts.shapes) or any(s.dims is None for s in facts.shapes):
+        return None
+    sizes: dict[str, Optional[int]] = {}
+    ellipses: list[tuple[Optional[int], ...]] = []
+    for term, shape in zip(terms, facts.shapes):
+        head, _, tail = term.partition("...")
+        dims = shape.dims
+        if "..." in term:
+            ellipses.append(tuple(dims[len(head):len(dims) - len(tail)]))
+            named = list(zip(head, dims[:len(head)])) + list(zip(tail, dims[len(dims) - len(tail):]))
+        elif len(term) == len(dims):
+            named = list(zip(term, dims))
+        else:
+            return None
+        for letter, dim in named:
+            if dim is not None and dim != 1:
+                sizes[letter] = dim
+            sizes.setdefault(letter, dim)
+    head, dots, tail = output.partition("...")
+    middle = broadcast([Shape(e) for e in ellipses]).dims if dots and ellipses else ()
+    if middle is None:
+        return None
+    return [Shape(tuple(sizes.get(c) for c in head) + tuple(middle) + tuple(sizes.get(c) for c in tail))]
 
 
 @shape_rule("ScatterNd")

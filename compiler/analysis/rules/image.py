@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from compiler.analysis.rules.registry import OpFacts, shape_rule
 from compiler.analysis.window import data_format, window_output_shape
 from compiler.ir.attrs import attr_text
@@ -35,10 +37,37 @@ def _pool3d(facts: OpFacts) -> Optional[list[Shape]]:
                    channels)
 
 
-@shape_rule("Conv3DBackpropInputV2")
-def _conv3d_backprop_input(facts: OpFacts) -> Optional[list[Shape]]:
+@shape_rule("Conv3DBackpropInputV2", "Conv2DBackpropInput")
+def _backprop_input(facts: OpFacts) -> Optional[list[Shape]]:
+    """A transposed conv's result has the shape its `input_sizes` operand states."""
+    rank = 5 if facts.op.type.startswith("Conv3D") else 4
     sizes = facts.ints(0)
-    return [Shape(tuple(sizes)) if sizes is not None and len(sizes) == 5 else Shape((None,) * 5)]
+    return [Shape(tuple(sizes)) if sizes is not None and len(sizes) == rank else Shape((None,) * rank)]
+
+
+@shape_rule("Conv2DBackpropInputV2")
+def _backprop_input_v2(facts: OpFacts) -> Optional[list[Shape]]:
+    """V2 takes a tensor of the input's shape instead of the sizes."""
+    return [facts.shapes[0]]
+
+
+@shape_rule("SpaceToBatchND", "BatchToSpaceND")
+def _space_batch(facts: OpFacts) -> Optional[list[Shape]]:
+    """Blocks move between the batch and the spatial dims (padded before, cropped after)."""
+    dims, block, amounts = facts.dims(0), facts.ints(1), facts.ints(2)
+    if dims is None or block is None or amounts is None or len(amounts) != 2 * len(block) or not block:
+        return None if dims is None else [Shape((None,) * len(dims))]
+    if len(dims) < len(block) + 1:
+        return None
+    product = int(np.prod(block))
+    to_batch = facts.op.type == "SpaceToBatchND"
+    out = list(dims)
+    out[0] = None if dims[0] is None else (dims[0] * product if to_batch else dims[0] // product)
+    for i, b in enumerate(block):
+        d, before, after = dims[1 + i], amounts[2 * i], amounts[2 * i + 1]
+        if d is not None:
+            out[1 + i] = (d + before + after) // b if to_batch else d * b - before - after
+    return [Shape(tuple(out))]
 
 
 @shape_rule("DepthToSpace", "SpaceToDepth")

@@ -1,0 +1,74 @@
+"""Shape rules of the ops the ONNX backend gained: each result shape against what the runtime
+kernel (checked against TF elsewhere) actually produces, so a rule cannot drift from the op."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.analysis import analyze
+from compiler.ir.dtypes import DType
+from compiler.runtime.interpreter import Interpreter
+from tests.backends.test_onnx_export import Builder
+
+RNG = np.random.default_rng(0)
+
+
+def _ints(b: Builder, values, dtype=np.int32):
+    return b.const(np.asarray(values, dtype))
+
+
+def _cases():
+    """(name, build(b) -> result values, feeds)."""
+    def top_k(b):
+        return b("TopKV2", b.input("x", [2, 3, 7]), _ints(b, 4), sorted=True)
+
+    def einsum(b):
+        q, k = b.input("q", [2, 5, 4]), b.input("k", [2, 6, 4])
+        return [b("Einsum", q, k, equation="bqd,bkd->bqk", N=2),
+                b("Einsum", q, b.const(RNG.standard_normal((4, 3)).astype(np.float32)), equation="...d,de->...e",
+                  N=2)]
+
+    def space_batch(b):
+        x = b.input("x", [1, 7, 9, 2])
+        s2b = b("SpaceToBatchND", x, _ints(b, [2, 3]), _ints(b, [[1, 0], [0, 3]]))
+        return [s2b, b("BatchToSpaceND", s2b, _ints(b, [2, 3]), _ints(b, [[1, 0], [0, 3]]))]
+
+    def gather_nd(b):
+        return b("GatherNd", b.input("x", [4, 5, 6]), _ints(b, [[[0, 1]], [[3, 4]]]), Tindices=DType.INT32)
+
+    def unsorted_segment(b):
+        return b("UnsortedSegmentSum", b.input("x", [6, 3]), _ints(b, [0, 2, 2, 1, 0, 3]), _ints(b, 5),
+                 Tindices=DType.INT32, Tnumsegments=DType.INT32)
+
+    def transpose_conv(b):
+        return b("Conv2DBackpropInput", _ints(b, [1, 8, 8, 3]), b.const(np.ones((3, 3, 3, 2), np.float32)),
+                 b.input("x", [1, 4, 4, 2]), strides=[1, 2, 2, 1], padding="SAME")
+
+    def nms(b):
+        boxes = b.const(np.asarray([[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, 2, 1, 3]], np.float32))
+        return b("NonMaxSuppressionV4", boxes, b.input("s", [3]), _ints(b, 5), b.const(np.float32(0.5)),
+                 b.const(np.float32(0.0)), pad_to_max_output_size=True)
+
+    return [("top_k", top_k, {"x": RNG.standard_normal((2, 3, 7)).astype(np.float32)}),
+            ("einsum", einsum, {"q": RNG.standard_normal((2, 5, 4)).astype(np.float32),
+                                "k": RNG.standard_normal((2, 6, 4)).astype(np.float32)}),
+            ("space_batch", space_batch, {"x": RNG.standard_normal((1, 7, 9, 2)).astype(np.float32)}),
+            ("gather_nd", gather_nd, {"x": RNG.standard_normal((4, 5, 6)).astype(np.float32)}),
+            ("unsorted_segment", unsorted_segment, {"x": RNG.standard_normal((6, 3)).astype(np.float32)}),
+            ("transpose_conv", transpose_conv, {"x": RNG.standard_normal((1, 4, 4, 2)).astype(np.float32)}),
+            ("nms", nms, {"s": np.asarray([0.9, 0.8, 0.7], np.float32)})]
+
+
+@pytest.mark.parametrize("name, build, feeds", _cases(), ids=[c[0] for c in _cases()])
+def test_rule_agrees_with_the_kernel(name, build, feeds) -> None:
+    b = Builder()
+    built = build(b)
+    values = list(built) if isinstance(built, (list, tuple)) else [built]
+    info = analyze(list(b.graph), {})
+    got = Interpreter(b.graph).run(feeds, [v.name for v in values])
+    for value in values:
+        dims = info.shape(value).dims
+        assert dims is not None, value.name
+        assert len(dims) == got[value.name].ndim, value.name
+        assert all(d is None or d == n for d, n in zip(dims, got[value.name].shape)), (value.name, dims)
+        assert None not in dims, (value.name, dims)  # every case here has static sizes
