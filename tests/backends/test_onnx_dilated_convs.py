@@ -116,3 +116,36 @@ def test_keras_dilated_convs_export_with_no_more_nodes_than_tf2onnx() -> None:
     got = run_onnx(result.model, feeds, outputs)[outputs[0]]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
     assert comparison.gttc.node_count <= comparison.tf2onnx.node_count, comparison.format()
+
+
+@pytest.mark.tf
+def test_keras_dilated_conv1d_fuses_and_stays_channels_first() -> None:
+    """Keras Conv1D (causal, rate 2) then Conv1D (same, rate 3): TF wraps each conv in ExpandDims and
+    Squeeze inside the SpaceToBatchND/BatchToSpaceND pair; each chain becomes one dilated Conv, and the
+    tensors stay channels-first between them: the only Transposes are at the graph input and output."""
+    pytest.importorskip("tensorflow")
+    import keras
+
+    from compiler.frontends.graphdef import load_graph_bytes
+    from compiler.passes import run_pipeline
+    from compiler.passes.levels import preset_pipeline
+    from tests.oracle import run_tf
+    from tools.make_fixtures import freeze_keras
+
+    keras.utils.set_random_seed(12)
+    inp = keras.Input((17, 3))
+    h = keras.layers.Conv1D(4, 3, dilation_rate=2, padding="causal", activation="relu")(inp)
+    h = keras.layers.Conv1D(5, 3, dilation_rate=3, padding="same")(h)
+    graph_def, inputs, outputs = freeze_keras(keras.Model(inp, h), (17, 3))
+    data = graph_def.SerializeToString()
+    feeds = {inputs[0]: np.random.default_rng(1).uniform(-1, 1, (1, 17, 3)).astype(np.float32)}
+    want = run_tf(data, feeds, outputs)[outputs[0]]
+    specs, _ = preset_pipeline(2)
+    graph = run_pipeline(load_graph_bytes(data), specs, inputs, outputs).graph
+    result = export_with_report(graph, inputs, outputs)
+    onnx.checker.check_model(result.model, full_check=True)
+    assert result.report.stats["dilated_convs"] == 2
+    counts = result.report.op_counts
+    assert counts["Conv"] == 2 and counts.get("Transpose") == 2 and "Reshape" not in counts, counts
+    got = run_onnx(result.model, feeds, outputs)[outputs[0]]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())

@@ -25,6 +25,7 @@ import numpy as np
 
 from compiler.ir.attrs import attr_text
 from compiler.ir.graph import Graph, Op
+from compiler.ir.shapes import UNKNOWN_SHAPE
 from compiler.rewrite.constants import const_array
 
 _CONVS = ("Conv2D", "DepthwiseConv2dNative")
@@ -32,18 +33,22 @@ _CONVS = ("Conv2D", "DepthwiseConv2dNative")
 
 @dataclass(frozen=True)
 class DilatedConv:
-    """One SpaceToBatchND -> conv -> BatchToSpaceND chain and the padding of the equivalent dilated conv."""
+    """One SpaceToBatchND -> conv -> BatchToSpaceND chain and the padding of the equivalent dilated
+    conv.  A Conv1D's chain reshuffles a 3-D tensor and wraps the conv in ExpandDims/Squeeze (the
+    height axis TF adds): then `expand`/`squeeze` are those ops and the block is (1, rate)."""
 
     space_to_batch: Op
     conv: Op
     batch_to_space: Op
     block: tuple[int, int]
     pads: tuple[tuple[int, int], tuple[int, int]]
+    expand: Optional[Op] = None
+    squeeze: Optional[Op] = None
 
 
 def find_dilated_convs(graph: Graph, named: Collection[str] = ()) -> list[DilatedConv]:
     """Every chain that fuses; `named` ops (the caller's inputs and outputs) must stay visible,
-    except the BatchToSpaceND, whose name the fused conv takes over."""
+    except the BatchToSpaceND, whose name the fused result takes over."""
     found = []
     for op in graph:
         if op.type == "BatchToSpaceND":
@@ -54,27 +59,51 @@ def find_dilated_convs(graph: Graph, named: Collection[str] = ()) -> list[Dilate
 
 
 def _match(b2s: Op, named: Collection[str]) -> Optional[DilatedConv]:
-    conv = b2s.operands[0].op if len(b2s.operands) == 3 else None
-    if conv is None or conv.type not in _CONVS or len(conv.operands) != 2 or not _plain_valid(conv):
+    if len(b2s.operands) != 3 or b2s.control_deps:
         return None
-    s2b = conv.operands[0].op
+    squeeze = b2s.operands[0].op if b2s.operands[0].op.type == "Squeeze" else None
+    conv = (squeeze.operands[0] if squeeze is not None else b2s.operands[0]).op
+    if conv.type not in _CONVS or len(conv.operands) != 2 or not _plain_valid(conv):
+        return None
+    expand = conv.operands[0].op if squeeze is not None else None
+    if expand is not None and (expand.type != "ExpandDims" or not _height_axis(expand, squeeze)):
+        return None
+    s2b = (expand.operands[0] if expand is not None else conv.operands[0]).op
+    chain = [op for op in (s2b, expand, conv, squeeze) if op is not None]
     if s2b.type != "SpaceToBatchND" or len(s2b.operands) != 3:
         return None
-    if any(op.name in named or op.control_deps or op.control_users for op in (s2b, conv)) or b2s.control_deps:
+    if any(op.name in named or op.control_deps or op.control_users for op in chain):
         return None
-    if not (_only_use(s2b, conv) and _only_use(conv, b2s)):
+    if not all(_only_use(op, user) for op, user in zip(chain, chain[1:] + [b2s])):
         return None
+    found = _block_and_pads(s2b, b2s, 1 if expand is not None else 2)
+    if found is None:
+        return None
+    block, left = found
+    if expand is not None:  # the 1-D chain's one spatial axis is the conv's width
+        block, left = np.concatenate([[1], block]), np.concatenate([[[0, 0]], left])
+    return DilatedConv(s2b, conv, b2s, (int(block[0]), int(block[1])),
+                       ((int(left[0, 0]), int(left[0, 1])), (int(left[1, 0]), int(left[1, 1]))), expand, squeeze)
+
+
+def _block_and_pads(s2b: Op, b2s: Op, spatial: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """The block shape both ops use and the padding left after the crops (pads - crops, never < 0)."""
     block, block_again = const_array(s2b.operands[1]), const_array(b2s.operands[1])
     pads, crops = const_array(s2b.operands[2]), const_array(b2s.operands[2])
     if any(a is None for a in (block, block_again, pads, crops)):
         return None
-    if block.shape != (2,) or not np.array_equal(block, block_again) or (block < 1).any():
+    if block.shape != (spatial,) or not np.array_equal(block, block_again) or (block < 1).any():
         return None
-    if pads.shape != (2, 2) or crops.shape != (2, 2) or (crops < 0).any() or (crops > pads).any():
+    if pads.shape != (spatial, 2) or crops.shape != (spatial, 2) or (crops < 0).any() or (crops > pads).any():
         return None
-    left = pads - crops
-    return DilatedConv(s2b, conv, b2s, (int(block[0]), int(block[1])),
-                       ((int(left[0, 0]), int(left[0, 1])), (int(left[1, 0]), int(left[1, 1]))))
+    return block, pads - crops
+
+
+def _height_axis(expand: Op, squeeze: Op) -> bool:
+    """ExpandDims adds, and Squeeze removes, the height axis (1 of NHWC) around a Conv1D's conv."""
+    axis = const_array(expand.operands[1]) if len(expand.operands) == 2 else None
+    dims = [int(d) for d in squeeze.attr("squeeze_dims", ())]
+    return axis is not None and axis.size == 1 and int(axis.reshape(())) in (1, -3) and dims in ([1], [-3])
 
 
 def _plain_valid(conv: Op) -> bool:
@@ -110,11 +139,20 @@ def _fuse(graph: Graph, match: DilatedConv) -> None:
         attrs["padding"] = "EXPLICIT"
         attrs["explicit_paddings"] = [0, 0, top, bottom, left, right, 0, 0]
     name = b2s.name
-    fused = graph.create_op(conv.type, graph.unique_name(f"{name}/dilated"),
-                            [match.space_to_batch.operands[0], conv.operands[1]], attrs,
-                            result_types=[(b2s.results[0].dtype, b2s.results[0].shape)],
-                            device=conv.device, before=b2s)
-    b2s.results[0].replace_all_uses_with(fused.results[0])
-    b2s.hand_control_users_to(fused)
-    graph.erase_ops([b2s, conv, match.space_to_batch])
-    graph.rename(fused, name)
+    source = match.space_to_batch.operands[0]
+    if match.expand is not None:
+        source = _copy(graph, match.expand, [source, match.expand.operands[1]], b2s).results[0]
+    fused = graph.create_op(conv.type, graph.unique_name(f"{name}/dilated"), [source, conv.operands[1]], attrs,
+                            result_types=[(b2s.results[0].dtype, UNKNOWN_SHAPE if match.squeeze else
+                                           b2s.results[0].shape)], device=conv.device, before=b2s)
+    last = fused if match.squeeze is None else _copy(graph, match.squeeze, [fused.results[0]], b2s)
+    b2s.results[0].replace_all_uses_with(last.results[0])
+    b2s.hand_control_users_to(last)
+    graph.erase_ops([op for op in (b2s, match.squeeze, conv, match.expand, match.space_to_batch) if op is not None])
+    graph.rename(last, name)
+
+
+def _copy(graph: Graph, op: Op, operands: list, before: Op) -> Op:
+    """`op` again on new operands (its result shape is re-derived: the chain's sizes change)."""
+    return graph.create_op(op.type, graph.unique_name(f"{op.name}/dilated"), operands, op.attrs.copy(),
+                           device=op.device, before=before)

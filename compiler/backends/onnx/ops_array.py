@@ -96,13 +96,20 @@ def _squeeze(ctx: LoweringContext, op: Op) -> None:
 
 @lowers("ExpandDims")
 def _expand_dims(ctx: LoweringContext, op: Op) -> None:
-    """The new axis goes last in storage, so a permuted input stays put."""
+    """A permuted input stays put: the new axis goes where the result's readers want it (a Conv1D's
+    NCW input becomes the NCHW its Conv2D reads), else last in storage."""
     x, rank = op.operands[0], ctx.rank(op.operands[0])
     axis = int(ctx.const_operand(op, 1, "the axis").reshape(-1)[0])
     if rank is None:
         raise UnsupportedOpError(op.type, op.name, "the input rank is unknown")
     at = axis % (rank + 1)
     found = ctx.lowered(x)
+    wanted = ctx.wanted(op.results[0])
+    if wanted is not None and layout.after_removing(wanted, [at], rank + 1) == layout.normalize(found.perm):
+        stored = layout.full(wanted, rank + 1).index(at)
+        out = ctx.emit1(op, "Unsqueeze", [found.tensor, ctx.ints([stored], f"{op.name}/axes")])
+        ctx.bind(op.results[0], out, wanted)
+        return
     if found.perm is None:
         ctx.bind(op.results[0], ctx.emit1(op, "Unsqueeze", [found.tensor, ctx.ints([at], f"{op.name}/axes")]))
         return
