@@ -28,13 +28,13 @@ def single_use(ctx: LoweringContext, value: Value, user: Op) -> bool:
 
 
 def absorb_bias(ctx: LoweringContext, op: Op, x: Value, bias: Value) -> bool:
-    """Fold `op` (x + constant bias) into the Conv or Gemm computing x; True when done."""
+    """Fold `op` (x + constant bias) into the Conv, ConvTranspose or Gemm computing x; True when done."""
     array = ctx.constant(bias)
     if array is None or ctx.is_constant(x) or not ctx.is_bound(x) or not single_use(ctx, x, op):
         return False
     lowered = ctx.lowered(x)
     node = ctx.builder.producer(lowered.tensor)
-    if node is None or node.op_type not in ("Conv", "Gemm") or node.outputs[0] != lowered.tensor:
+    if node is None or node.op_type not in ("Conv", "ConvTranspose", "Gemm") or node.outputs[0] != lowered.tensor:
         return False
     addend = _bias_vector(ctx, node.op_type, array, x, lowered.perm)
     if addend is None:
