@@ -99,9 +99,9 @@ def windows(x: Array, kernel_hw: tuple[int, int], strides: tuple[int, int],
     return view[:, ::sh, ::sw, :, ::dh, ::dw]
 
 
-def _compute_type(dtype: np.dtype) -> np.dtype:
+def compute_type(dtype: np.dtype) -> np.dtype:
     """float64 for floats; int64 for ints (wraps back identically on the cast)."""
-    return np.dtype(np.int64) if dtype.kind in "iu" else accumulator(dtype)
+    return np.dtype(np.int64) if np.dtype(dtype).kind in "iu" else accumulator(dtype)
 
 
 # ---------------------------------------------------------------- convolution
@@ -116,7 +116,7 @@ def conv2d_nhwc(x: Array, w: Array, strides: tuple[int, int], dilations: tuple[i
     groups = x.shape[3] // cin
     if cin == 1 and groups > 1:  # one input channel per group: ConvNeXt's depthwise layers
         return depthwise_nhwc(x, w.reshape(kh, kw, groups, cout // groups), strides, dilations, pads)
-    acc = _compute_type(x.dtype)
+    acc = compute_type(x.dtype)
     xp = pad_or_crop(x.astype(acc, copy=False), pads)
     win = windows(xp, (kh, kw), strides, dilations)  # N, OH, OW, C, KH, KW
     wide_w = w.astype(acc, copy=False)
@@ -173,7 +173,7 @@ def depthwise_nhwc(x: Array, w: Array, strides: tuple[int, int], dilations: tupl
     output channel c * M + m.  One broadcast multiply-add per filter tap keeps it vectorised
     without im2col."""
     kh, kw, c, m = w.shape
-    acc = _compute_type(x.dtype)
+    acc = compute_type(x.dtype)
     xp = pad_or_crop(x.astype(acc, copy=False), pads)
     win = windows(xp, (kh, kw), strides, dilations)
     wide_w = w.astype(acc, copy=False)
@@ -223,7 +223,7 @@ def _conv2d_backprop_input(attrs: Attrs, input_shape: list[int], w: Array,
     ow = ((wd + l + r) - ((kw - 1) * dw + 1)) // sw + 1
     if dy.shape != (n, oh, ow, cout):
         raise KernelError(f"out_backprop shape {list(dy.shape)} != expected {[n, oh, ow, cout]}")
-    acc = _compute_type(dy.dtype)
+    acc = compute_type(dy.dtype)
     cols = np.tensordot(dy.astype(acc), w.astype(acc), axes=([3], [3]))  # N,OH,OW,KH,KW,C
     full_h = max(h + t + b, (oh - 1) * sh + (kh - 1) * dh + 1)
     full_w = max(wd + l + r, (ow - 1) * sw + (kw - 1) * dw + 1)
@@ -316,7 +316,7 @@ def _bias_add(attrs: Attrs, inputs: list[Array]) -> list[Array]:
 
 
 def _matmul(a: Array, b: Array, out_dtype: np.dtype) -> Array:
-    acc = _compute_type(np.dtype(out_dtype))
+    acc = compute_type(np.dtype(out_dtype))
     return np.matmul(a.astype(acc), b.astype(acc)).astype(out_dtype)
 
 

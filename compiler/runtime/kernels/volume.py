@@ -13,7 +13,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .common import accumulator, checked_shape, choice, int_list, int_vector, is_floating
-from .nn import axis_window_pads
+from .nn import axis_window_pads, compute_type
 from .registry import KernelError, kernel
 
 Array = np.ndarray
@@ -83,10 +83,6 @@ def volume_windows(x: Array, window: Triple, strides: Triple, dilations: Triple 
     return view[:, ::sd, ::sh, ::sw, :, ::dd, ::dh, ::dw]
 
 
-def _compute_type(dtype: np.dtype) -> np.dtype:
-    return np.dtype(np.int64) if np.dtype(dtype).kind in "iu" else accumulator(dtype)
-
-
 # ---------------------------------------------------------------- convolutions
 
 
@@ -100,7 +96,7 @@ def _conv3d(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     x = _to_ndhwc(x, spec.data_format)
     if x.shape[4] != w.shape[3]:
         raise KernelError(f"input depth {x.shape[4]} != filter depth {w.shape[3]}")
-    acc = _compute_type(x.dtype)
+    acc = compute_type(x.dtype)
     pads = spec.pads(x.shape[1:4], w.shape[:3])
     win = volume_windows(_padded(x.astype(acc, copy=False), pads), w.shape[:3], spec.strides, spec.dilations)
     out = np.tensordot(win, w.astype(acc, copy=False), axes=([4, 5, 6, 7], [3, 0, 1, 2]))
@@ -133,7 +129,7 @@ def _conv3d_backprop_input(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     out = [(size + b + a - e) // s + 1 for size, (b, a), e, s in zip(spatial, pads, effective, spec.strides)]
     if dy.shape != (n, *out, cout):
         raise KernelError(f"out_backprop shape {list(dy.shape)} != expected {[n, *out, cout]}")
-    acc = _compute_type(dy.dtype)
+    acc = compute_type(dy.dtype)
     cols = np.tensordot(dy.astype(acc), w.astype(acc), axes=([4], [4]))  # N,OD,OH,OW,KD,KH,KW,C
     full = [max(size + b + a, (o - 1) * s + e)
             for size, (b, a), o, s, e in zip(spatial, pads, out, spec.strides, effective)]
