@@ -232,3 +232,20 @@ def test_nested_tf1_regions_match_tf(build, tmp_path):
             want = session.run("out:0", {"x:0": feed})
         got = run_onnx(onnx_model, {"x": feed}, ["out"])["out"]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_reserve_whose_count_is_not_a_scalar_is_not_a_crash():
+    """Fuzz case (seed 7, case 9893): a TensorListReserve's num_elements mutated into a vector.  TF
+    refuses it at run time; the shape refinement must treat the count as unknown, not crash on it."""
+    from compiler.errors import GttcError
+    from compiler.ir.tensor import Tensor
+
+    model = load_model_fixture("keras_rnn")
+    graph = load_graph(model.path)
+    reserve = next(op for op in graph if op.type == "TensorListReserve")
+    count = reserve.operands[1].op
+    count.attrs["value"] = Tensor.from_numpy(np.asarray([4, 4], np.int32))
+    try:
+        export(graph, model.inputs, model.outputs)
+    except GttcError:
+        pass

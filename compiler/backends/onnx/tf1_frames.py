@@ -460,7 +460,9 @@ def _track_list(op: Op, info: StaticInfo, lists: dict[Value, tuple[Optional[int]
             lists[op.results[0]] = (dims[0], merge_shapes(Shape(tuple(dims[1:])), _const_shape(info, op.operands[1])))
     elif op.type == "TensorListReserve":
         count = info.constant(op.operands[1])
-        lists[op.results[0]] = (None if count is None else int(count), _const_shape(info, op.operands[0]))
+        known = count is not None and np.size(count) == 1  # TF refuses any other num_elements at run time
+        lists[op.results[0]] = (int(np.asarray(count).reshape(())) if known else None,
+                                _const_shape(info, op.operands[0]))
     elif op.operands and op.operands[0] in lists and (op.type in TF1_CONTROL_FLOW or op.type in FORWARDING
                                                        or op.type == "TensorListSetItem"):
         for value in op.results[: 2 if op.type in SWITCH else 1]:
