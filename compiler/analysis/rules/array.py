@@ -5,6 +5,7 @@ from typing import Optional
 
 import numpy as np
 
+from compiler.analysis.rules.elementwise import same_shape
 from compiler.analysis.rules.registry import OpFacts, broadcast, normalize_axis, shape_rule, unknown_rank
 from compiler.ir.attrs import attr_text
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
@@ -192,12 +193,11 @@ def _shape_from_operand(facts: OpFacts) -> Optional[list[Shape]]:
     return [Shape((None,) * length[0])]
 
 
-@shape_rule("ReverseV2", "Reverse", "ReverseSequence", "Roll", "Cumprod", "Cumsum", "EnsureShape",
-            "InvertPermutation", "MatrixBandPart", "MatrixSetDiag", "MatrixSetDiagV2", "MatrixSetDiagV3",
-            "TensorScatterAdd", "TensorScatterMax", "TensorScatterMin", "TensorScatterSub", "TensorScatterUpdate")
-def _same_as_input(facts: OpFacts) -> Optional[list[Shape]]:
-    """Ops that reorder, accumulate along an axis, or overwrite some elements keep the shape."""
-    return [facts.shapes[0]]
+# Ops that reorder, accumulate along an axis, or overwrite some elements keep the shape.
+shape_rule("ReverseV2", "Reverse", "ReverseSequence", "Roll", "Cumprod", "Cumsum", "EnsureShape", "Invert",
+           "InvertPermutation", "MatrixBandPart", "MatrixSetDiag", "MatrixSetDiagV2", "MatrixSetDiagV3",
+           "TensorScatterAdd", "TensorScatterMax", "TensorScatterMin", "TensorScatterSub",
+           "TensorScatterUpdate")(same_shape)
 
 
 @shape_rule("Where")
@@ -241,11 +241,6 @@ def _top_k(facts: OpFacts) -> Optional[list[Shape]]:
         k = None if given is None else given[0]
     out = Shape(tuple(dims[:-1]) + (k if k is None or k >= 0 else None,))
     return [out, out]
-
-
-@shape_rule("Invert")
-def _bitwise_not(facts: OpFacts) -> Optional[list[Shape]]:
-    return [facts.shapes[0]]
 
 
 @shape_rule("SegmentSum", "SegmentMean", "SegmentMax", "SegmentMin", "SegmentProd")

@@ -25,7 +25,9 @@ BROADCAST_OPS = (
 
 
 @shape_rule(*SAME_SHAPE_OPS)
-def _same_shape(facts: OpFacts) -> Optional[list[Shape]]:
+def same_shape(facts: OpFacts) -> Optional[list[Shape]]:
+    """The result has the first operand's shape (also registered for array and image ops that
+    reorder or rescale elements in place)."""
     return [facts.shapes[0]]
 
 
@@ -35,9 +37,7 @@ def _broadcast(facts: OpFacts) -> Optional[list[Shape]]:
 
 
 # Broadcasting integer ops that are not evaluated at analysis time (const_eval reads BROADCAST_OPS).
-@shape_rule("BitwiseAnd", "BitwiseOr", "BitwiseXor", "LeftShift", "RightShift")
-def _broadcast_bits(facts: OpFacts) -> Optional[list[Shape]]:
-    return [broadcast(facts.shapes)]
+shape_rule("BitwiseAnd", "BitwiseOr", "BitwiseXor", "LeftShift", "RightShift")(_broadcast)
 
 
 @shape_rule("Select")

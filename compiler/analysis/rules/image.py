@@ -5,6 +5,7 @@ from typing import Optional
 
 import numpy as np
 
+from compiler.analysis.rules.elementwise import same_shape
 from compiler.analysis.rules.registry import OpFacts, shape_rule
 from compiler.analysis.window import data_format, window_output_shape
 from compiler.ir.attrs import attr_text
@@ -45,10 +46,8 @@ def _backprop_input(facts: OpFacts) -> Optional[list[Shape]]:
     return [Shape(tuple(sizes)) if sizes is not None and len(sizes) == rank else Shape((None,) * rank)]
 
 
-@shape_rule("Conv2DBackpropInputV2")
-def _backprop_input_v2(facts: OpFacts) -> Optional[list[Shape]]:
-    """V2 takes a tensor of the input's shape instead of the sizes."""
-    return [facts.shapes[0]]
+# Conv2DBackpropInputV2 takes a tensor of the input's shape instead of the sizes.
+shape_rule("Conv2DBackpropInputV2")(same_shape)
 
 
 @shape_rule("SpaceToBatchND", "BatchToSpaceND")
@@ -91,11 +90,9 @@ def _scaled(dim: Optional[int], factor: int, up: bool) -> Optional[int]:
     return dim * factor if up else dim // factor
 
 
-@shape_rule("LRN", "FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars", "AdjustContrastv2", "AdjustHue",
-            "AdjustSaturation")
-def _same_as_input(facts: OpFacts) -> Optional[list[Shape]]:
-    """Per-element (LRN: per-position) image ops keep the shape."""
-    return [facts.shapes[0]]
+# Per-element (LRN: per-position) image ops keep the shape.
+shape_rule("LRN", "FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars", "AdjustContrastv2", "AdjustHue",
+           "AdjustSaturation")(same_shape)
 
 
 @shape_rule("CropAndResize")

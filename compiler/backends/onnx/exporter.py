@@ -28,7 +28,8 @@ from compiler.backends.onnx.opset import DEFAULT_OPSET, check_opset
 from compiler.backends.onnx.qoperator import to_qoperator
 from compiler.backends.onnx.report import ExportReport
 from compiler.backends.onnx.tf1_frames import export_order
-from compiler.ir.graph import Graph, IRError, Value, split_tensor_name
+from compiler.graphutil.names import node_names
+from compiler.ir.graph import Graph, IRError, Value
 from compiler.ir.shapes import Shape
 from compiler.modelio import ONNX_QUANT_FORMATS
 
@@ -68,7 +69,7 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     if quant_format not in ONNX_QUANT_FORMATS:
         raise OnnxExportError(f"unknown eight-bit ONNX format '{quant_format}' "
                               f"(choose from {', '.join(ONNX_QUANT_FORMATS)})")
-    graph, rewritten = rewrite_for_export(graph, _node_names(inputs) | _node_names(outputs))
+    graph, rewritten = rewrite_for_export(graph, node_names(inputs) | node_names(outputs))
     in_values, out_values = _resolve(graph, inputs, "input"), _resolve(graph, outputs, "output")
     if not out_values:
         raise OnnxExportError("no outputs to export")
@@ -96,10 +97,6 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
         model, fused = to_qoperator(model)
         ctx.stats.update({f"qoperator_{name}": count for name, count in fused.items()})
     return ExportResult(model, ExportReport.from_model(model, ctx.stats))
-
-
-def _node_names(names: Sequence[str]) -> set[str]:
-    return {split_tensor_name(name)[0] for name in names}
 
 
 def _resolve(graph: Graph, names: Sequence[str], role: str) -> list[Value]:
