@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from typing import Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional, Union
 
 from compiler.errors import InputError
 
@@ -101,12 +101,16 @@ def extent(shape: Iterable[int]) -> int:
     return count
 
 
-def check_tensor_size(shape: Iterable[int], itemsize: int, what: str) -> None:
-    """Refuse a tensor of `shape` whose elements take `itemsize` bytes each, when over the limit."""
+def check_tensor_size(shape: Iterable[int], itemsize: int, what: Union[str, Callable[[], str]]) -> None:
+    """Refuse a tensor of `shape` whose elements take `itemsize` bytes each, when over the limit.
+
+    `what` names the tensor in the error; a callable is asked only then (a hot caller spares
+    formatting a name nobody reads)."""
     dims = [int(d) for d in shape]
     size = extent(dims) * max(itemsize, 1)
     limit = max_tensor_bytes()
     if size > limit:
+        what = what() if callable(what) else what
         raise ResourceLimitError(f"{what}: a tensor of shape {dims} takes {format_size(size)}, over the "
                                  f"{format_size(limit)} limit (raise it with --max-tensor-size or {TENSOR_ENV})")
 

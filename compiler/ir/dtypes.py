@@ -102,6 +102,10 @@ class DType(enum.IntEnum):
         return found
 
 
+# Wire number -> DType by dict lookup: calling the enum class (`DType(n)`) costs a few
+# microseconds, and loading a graph converts thousands of type fields.
+DTYPE_BY_NUMBER: dict[int, DType] = {int(d): d for d in DType}
+
 _SHORT = {
     DType.INVALID: "invalid", DType.FLOAT: "f32", DType.DOUBLE: "f64", DType.INT32: "i32",
     DType.UINT8: "u8", DType.INT16: "i16", DType.INT8: "i8", DType.STRING: "str",

@@ -22,6 +22,14 @@ class IRError(Exception):
     """A misuse of the IR API (unknown name, erasing a value still in use...)."""
 
 
+class StructureClock:
+    """Counts structural changes (operands, uses, control edges, op list, names) made through
+    this module, in any graph.  The verifier instrument reads it to skip re-checking a graph no
+    pass changed; attribute and type edits do not count, as the verifier does not read them."""
+
+    ticks = 0
+
+
 class Value:
     """One result of one op: `op.results[index]`."""
 
@@ -51,6 +59,7 @@ class Value:
         """Point every use of this value at `new`; returns how many were moved."""
         if new is self:
             return 0
+        StructureClock.ticks += 1
         moved = self.uses
         self.uses = []
         for op, i in moved:
@@ -121,13 +130,19 @@ class Op:
 
     @property
     def has_uses(self) -> bool:
-        return any(v.uses for v in self.results) or bool(self.control_users)
+        if self.control_users:
+            return True
+        for value in self.results:  # a loop, not any(): passes ask this of every op, often
+            if value.uses:
+                return True
+        return False
 
     # -- operand mutation ----------------------------------------------------
     def set_operand(self, index: int, value: Value) -> None:
         old = self._operands[index]
         if old is value:
             return
+        StructureClock.ticks += 1
         old.uses.remove((self, index))
         self._operands[index] = value
         value.uses.append((self, index))
@@ -135,6 +150,7 @@ class Op:
 
     def set_operands(self, values: Sequence[Value]) -> None:
         """Replace the whole operand list (use-lists follow)."""
+        StructureClock.ticks += 1
         self._drop_operand_uses()
         self._operands = list(values)
         for i, v in enumerate(self._operands):
@@ -142,20 +158,24 @@ class Op:
         self.explicit_port0 = frozenset()
 
     def append_operand(self, value: Value) -> None:
+        StructureClock.ticks += 1
         self._operands.append(value)
         value.uses.append((self, len(self._operands) - 1))
 
     def _drop_operand_uses(self) -> None:
+        StructureClock.ticks += 1
         for i, v in enumerate(self._operands):
             v.uses.remove((self, i))
 
     # -- control dependencies ------------------------------------------------
     def add_control_dep(self, dep: "Op") -> None:
         if dep not in self._control_deps:
+            StructureClock.ticks += 1
             self._control_deps.append(dep)
             dep.control_users.append(self)
 
     def remove_control_dep(self, dep: "Op") -> None:
+        StructureClock.ticks += 1
         self._control_deps.remove(dep)
         dep.control_users.remove(self)
 
@@ -163,6 +183,7 @@ class Op:
         """Make every op that control-depends on this one depend on `new` instead, at the same place
         in its list; returns how many ops changed.  Linear in the users: this op's list is cleared
         once, not entry by entry."""
+        StructureClock.ticks += 1
         users = list(dict.fromkeys(self.control_users))
         for user in users:
             deps = [new if dep is self else dep for dep in user._control_deps]
@@ -174,6 +195,7 @@ class Op:
     def set_control_deps(self, deps: Iterable["Op"]) -> None:
         """Replace the control dependencies; a dependency kept keeps its entry in the other op's
         control_users, so rewiring the users of a hub with thousands of them stays linear."""
+        StructureClock.ticks += 1
         new = list(deps)
         kept = set(new) & set(self._control_deps)
         if len(set(new)) != len(new) or len(set(self._control_deps)) != len(self._control_deps):
@@ -300,6 +322,7 @@ class Graph:
         return op
 
     def _link(self, op: Op, before: Optional[Op] = None, after: Optional[Op] = None) -> None:
+        StructureClock.ticks += 1
         op.graph = self
         self._by_name[op.name] = op
         if before is not None:
@@ -327,6 +350,7 @@ class Graph:
             self._last = op
 
     def _unlink(self, op: Op) -> None:
+        StructureClock.ticks += 1
         if op._prev is None:
             self._first = op._next
         else:
@@ -364,6 +388,7 @@ class Graph:
             return
         if new_name in self._by_name:
             raise IRError(f"cannot rename '{op.name}': '{new_name}' already exists")
+        StructureClock.ticks += 1
         del self._by_name[op.name]
         op._name = new_name
         self._by_name[new_name] = op
@@ -422,6 +447,7 @@ class Graph:
         done with a graph (the API after emitting it) releases it instead, and
         reference counting frees it at once.
         """
+        StructureClock.ticks += 1
         op = self._first
         while op is not None:
             nxt = op._next
@@ -446,6 +472,7 @@ class Graph:
         Returns how many (old, user) pairs moved.  Chains (a `new` that is also an `old`)
         go one move at a time.
         """
+        StructureClock.ticks += 1
         target = dict(moves)
         if len(target) != len(moves) or any(new in target for new in target.values()):
             return sum(old.hand_control_users_to(new) for old, new in moves)
@@ -493,6 +520,7 @@ class Graph:
 
     def _relink(self, ops: list[Op]) -> None:
         """Make `ops`, in this order, the graph's whole op list and name table."""
+        StructureClock.ticks += 1
         prev: Optional[Op] = None
         for op in ops:
             op.graph = self
@@ -561,4 +589,5 @@ def split_tensor_name(tensor_name: str) -> tuple[str, int]:
     return tensor_name, 0
 
 
-__all__ = ["Checkpoint", "Graph", "Op", "Value", "Versions", "GraphExtras", "IRError", "split_tensor_name", "UNKNOWN_SHAPE"]
+__all__ = ["Checkpoint", "Graph", "Op", "Value", "Versions", "GraphExtras", "IRError", "StructureClock",
+           "split_tensor_name", "UNKNOWN_SHAPE"]

@@ -29,7 +29,7 @@ from typing import Any, Mapping, NoReturn, Optional
 
 from compiler.errors import InputError
 from compiler.ir.attrs import FuncAttr, PlaceholderAttr, RawAttr
-from compiler.ir.dtypes import DType
+from compiler.ir.dtypes import DTYPE_BY_NUMBER, DType
 from compiler.ir.graph import Graph, Op
 from compiler.ir.op_registry import attr_defaults, attr_or_default, op_def
 from compiler.ir.shapes import Shape
@@ -223,8 +223,8 @@ class _OpCheck:
             if not isinstance(types, tuple):
                 self.fail(f"attribute '{arg.type_list_attr}' is not a list of types")
             return len(types), tuple(t if isinstance(t, DType) else None for t in types)
-        fixed = arg.dtype in DType._value2member_map_
-        dtype = DType(arg.dtype) if fixed else attr_or_default(attrs, defaults, arg.type_attr)
+        fixed = DTYPE_BY_NUMBER.get(arg.dtype)
+        dtype = fixed if fixed is not None else attr_or_default(attrs, defaults, arg.type_attr)
         dtype = dtype if isinstance(dtype, DType) else None
         if not arg.number_attr:
             return 1, dtype
@@ -289,9 +289,9 @@ _SUB_BYTE = (DType.INT4, DType.UINT4, DType.INT2, DType.UINT2)
 
 def tensor_encoding_problem(proto: Any) -> str:
     """Why a TensorProto cannot be the tensor its dtype and shape say, or "" when it can."""
-    if proto.dtype not in DType._value2member_map_ or proto.dtype == DType.INVALID:
+    dtype = DTYPE_BY_NUMBER.get(proto.dtype, DType.INVALID)
+    if dtype == DType.INVALID:
         return f"tensor has dtype enum {proto.dtype}, which is not a TensorFlow data type"
-    dtype = DType(proto.dtype)
     dims = [d.size for d in proto.tensor_shape.dim]
     if any(d < 0 for d in dims):
         return f"tensor has a negative dimension in shape {dims}"
@@ -364,7 +364,7 @@ def _say_type(item: Any) -> str:
 
 def _say_allowed(spec: AttrSpec) -> str:
     if spec.kind in ("type", "list(type)"):
-        names = sorted(DType(t).tf_name for t in spec.allowed if t in DType._value2member_map_)
+        names = sorted(DType(t).tf_name for t in spec.allowed if t in DTYPE_BY_NUMBER)
     else:
         names = sorted(s.decode(errors="replace") for s in spec.allowed)
     return ", ".join(names)

@@ -65,7 +65,7 @@ class Tensor:
         if self._array is None:
             if self._loader is None:
                 raise ValueError(f"tensor of type {self.dtype.tf_name} has no decodable elements")
-            check_tensor_size(self.shape, _decoded_itemsize(self.dtype), f"constant {self!r}")
+            check_tensor_size(self.shape, _decoded_itemsize(self.dtype), lambda: f"constant {self!r}")
             arr = self._loader()
             arr.flags.writeable = False
             self._array = arr

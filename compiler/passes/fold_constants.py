@@ -22,6 +22,7 @@ Values larger than `max_bytes` stay unfolded, as in TF (10 MiB).
 """
 from __future__ import annotations
 
+import functools
 from collections import deque
 from typing import Optional
 
@@ -218,13 +219,18 @@ def _foldable_ops(graph: Graph, fed: set[str]) -> set[Op]:
 def _may_fold(op: Op, fed: set[str], library: set[str]) -> bool:
     """Whether the op itself could be evaluated at compile time (ignoring its inputs)."""
     kind = op.type
-    if op.name in fed or kind in _NEVER_FOLD or kind in TF1_CONTROL_FLOW_OPS or kind in FUNCTIONAL_OPS:
-        return False
-    if kind in library or is_stateful(kind) or "Random" in kind:
+    if op.name in fed or kind in library or _never_folds(kind):
         return False
     if any(v.dtype in _UNFOLDABLE_DTYPES for v in op.results):
         return False
     return kind == "Const" or kind in FORWARDING_OPS or has_kernel(kind)
+
+
+@functools.lru_cache(maxsize=None)
+def _never_folds(kind: str) -> bool:
+    """Op types that never fold, whatever the op: asked once per type (the OpDef lookup is not free)."""
+    return (kind in _NEVER_FOLD or kind in TF1_CONTROL_FLOW_OPS or kind in FUNCTIONAL_OPS or is_stateful(kind)
+            or "Random" in kind)
 
 
 def _pinned_outputs(graph: Graph, outputs: list[str]) -> set[str]:

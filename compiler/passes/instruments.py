@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Sequence, TextIO
 
 from compiler.errors import PipelineError, PluginError, VerificationError
-from compiler.ir.graph import Graph
+from compiler.ir.graph import Graph, StructureClock
 from compiler.ir.printer import print_graph
 from compiler.ir.verifier import verify
 from compiler.passes.base import PASS_REGISTRY, PassResult
@@ -60,21 +60,43 @@ class Instrument:
 
 
 class VerifierInstrument(Instrument):
-    """Verify the input, then the IR after every pass; blame the pass that broke it."""
+    """Verify the input, then the IR after every pass; blame the pass that broke it.
+
+    A built-in pass that reports no change and made no structural change through the IR API
+    (the `StructureClock` did not move) leaves the graph as last verified, so it is not swept
+    again.  A plugin pass is always verified: it might edit use-lists behind the API."""
+
+    def __init__(self) -> None:
+        self.verified: Optional[tuple[Graph, int]] = None  # the graph last found valid, at which tick
 
     def before_pipeline(self, graph: Graph, steps: Sequence[PipelineStep]) -> None:
         try:
-            verify(graph)
+            self.check(graph)
         except VerificationError as err:
             raise VerificationError(f"the input graph is invalid before any pass ran: {err}") from None
 
     def after_pass(self, graph: Graph, step: PipelineStep, outcome: PassOutcome) -> None:
+        if self.unchanged_since_verified(graph, step, outcome):
+            return
         try:
-            verify(graph)
+            self.check(graph)
         except VerificationError as err:
             # A loaded pass's broken IR is the plugin's bug, not gttc's: a user error naming the plugin.
             kind = PluginError if step.pass_cls.origin else VerificationError
             raise kind(f"{step.title} left invalid IR: {err}") from None
+
+    def unchanged_since_verified(self, graph: Graph, step: PipelineStep, outcome: PassOutcome) -> bool:
+        if self.verified is None or step.pass_cls.origin or (outcome.result is not None and outcome.result.changed):
+            return False
+        return self.verified[0] is graph and self.verified[1] == StructureClock.ticks
+
+    def after_pipeline(self, graph: Graph) -> None:
+        self.verified = None
+
+    def check(self, graph: Graph) -> None:
+        self.verified = None
+        verify(graph)
+        self.verified = (graph, StructureClock.ticks)
 
 
 ALL_PASSES = "all"

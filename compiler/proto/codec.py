@@ -6,12 +6,13 @@ an untouched tensor or attribute is re-emitted from its original message.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import numpy as np
 
 from compiler.ir.attrs import FuncAttr, PlaceholderAttr, RawAttr
-from compiler.ir.dtypes import DType
+from compiler.ir.dtypes import DTYPE_BY_NUMBER, DType
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
 from compiler.ir.tensor import Tensor
 from compiler.proto import attr_value_pb2, tensor_pb2, tensor_shape_pb2
@@ -57,10 +58,10 @@ def encode_shape(shape: Shape, out: Optional[TensorShapeProto] = None) -> Tensor
 
 # -- tensors ------------------------------------------------------------------
 def as_dtype(number: int) -> DType:
-    try:
-        return DType(number)
-    except ValueError:
-        raise ValueError(f"unsupported tensor dtype enum {number}") from None
+    dtype = DTYPE_BY_NUMBER.get(number)
+    if dtype is None:
+        raise ValueError(f"unsupported tensor dtype enum {number}")
+    return dtype
 
 
 def decode_tensor(proto: TensorProto) -> Tensor:
@@ -75,7 +76,7 @@ def decode_tensor(proto: TensorProto) -> Tensor:
 
 def _decode_elements(proto: TensorProto, dtype: DType, dims: tuple[int, ...]) -> np.ndarray:
     np_dtype = dtype.to_numpy()
-    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    count = math.prod(dims)
     if dtype != DType.STRING and proto.tensor_content:
         flat = np.frombuffer(proto.tensor_content, dtype=np_dtype)
         if flat.size != count:
@@ -197,10 +198,10 @@ def _decode_string(raw: bytes) -> str | bytes:
 
 
 def _decode_type(number: int, proto: AttrValue) -> Any:
-    try:
-        return DType(number)
-    except ValueError:  # reference types and future enums stay opaque
+    dtype = DTYPE_BY_NUMBER.get(number)
+    if dtype is None:  # reference types and future enums stay opaque
         return RawAttr(proto.SerializeToString())
+    return dtype
 
 
 _LIST_KINDS = ("s", "i", "f", "b", "type", "shape", "tensor", "func")
@@ -218,9 +219,9 @@ def _decode_list(proto: AttrValue) -> Any:
     if kind == "s":
         return tuple(_decode_string(x) for x in items)
     if kind == "type":
-        if not all(t in DType._value2member_map_ for t in items):
+        if not all(t in DTYPE_BY_NUMBER for t in items):
             return RawAttr(proto.SerializeToString())
-        return tuple(DType(t) for t in items)
+        return tuple(DTYPE_BY_NUMBER[t] for t in items)
     if kind == "shape":
         return tuple(decode_shape(x) for x in items)
     if kind == "tensor":

@@ -14,7 +14,7 @@ from compiler.ir.graph import Graph
 from compiler.ir.parser import parse_graph
 from compiler.ir.printer import print_graph
 from compiler.passes.base import Param, Pass, PassContext, PassResult, temporarily_registered
-from compiler.passes.instruments import Instrument, PrintIRInstrument
+from compiler.passes.instruments import Instrument, PrintIRInstrument, default_instruments
 from compiler.passes.levels import (
     LEVELS, TARGETS, Level, available_levels, available_targets, drop_output_passes, get_level, missing_passes,
     preset_pipeline,
@@ -72,6 +72,16 @@ class EraseDeadThenFail(Pass):
         RUNS.append(self.name)
         graph.erase_op(graph.op("dead"))
         raise ValueError(ctx.param("reason"))
+
+
+class QuietErase(Pass):
+    """Erase `%dead` through the API but report no change: the verifier must still look."""
+
+    name = "t_quiet_erase"
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        graph.erase_op(graph.op("dead"))
+        return PassResult()
 
 
 class BreakUseLists(Pass):
@@ -162,8 +172,8 @@ class NeedsGhost(Pass):
     requires = ("t_ghost",)
 
 
-TEST_PASSES = (CountConsts, DropIdentities, EraseDeadThenFail, BreakUseLists, ReturnsNothing, BadInput, Typed,
-               NeedsCount, NeedsNeedsCount, CycleA, CycleB, NeedsGhost)
+TEST_PASSES = (CountConsts, DropIdentities, EraseDeadThenFail, QuietErase, BreakUseLists, ReturnsNothing, BadInput,
+               Typed, NeedsCount, NeedsNeedsCount, CycleA, CycleB, NeedsGhost)
 
 
 @pytest.fixture(autouse=True)
@@ -334,6 +344,31 @@ def test_verifier_names_the_pass_that_broke_the_ir(graph):
     with pytest.raises(VerificationError, match=r"pass 2 't_break_ir' left invalid IR: use-list of 'c'"):
         run_pipeline(graph, "t_count_consts t_break_ir t_drop_identities")
     assert RUNS == ["t_count_consts"]
+
+
+def _count_verifications(monkeypatch) -> list[Graph]:
+    from compiler.passes import instruments
+
+    checked: list[Graph] = []
+    real = instruments.verify
+    monkeypatch.setattr(instruments, "verify", lambda g: (checked.append(g), real(g))[1])
+    return checked
+
+
+def _run_in_place(graph: Graph, text: str) -> None:
+    PassManager(parse_pipeline(text), instruments=default_instruments(True, None, None)).run(graph, in_place=True)
+
+
+def test_verifier_skips_a_pass_that_changed_nothing(graph, monkeypatch):
+    checked = _count_verifications(monkeypatch)
+    _run_in_place(graph, "t_count_consts t_drop_identities t_count_consts")
+    assert len(checked) == 2  # the input, and after t_drop_identities
+
+
+def test_verifier_checks_a_structural_change_the_pass_did_not_report(graph, monkeypatch):
+    checked = _count_verifications(monkeypatch)
+    _run_in_place(graph, "t_count_consts t_quiet_erase")
+    assert len(checked) == 2  # the input, and after t_quiet_erase (the op list changed)
 
 
 def test_verifier_can_be_turned_off(graph):

@@ -94,7 +94,8 @@ def _create_op(by_name: dict[str, Op], node: Any, max_read: tuple[int, str], whe
     if name in by_name:
         raise InputError(f"{where}: duplicate node name '{name}'")
     op_type = node.op
-    attrs = AttrMap.encoded(dict(node.attr.items()), decode_attr)
+    entries = node.attr
+    attrs = AttrMap.encoded({key: entries[key] for key in entries}, decode_attr)  # faster than .items()
     try:
         types = infer_result_types(op_type, attrs)
     except (ValueError, TypeError) as err:
