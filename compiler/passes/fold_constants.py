@@ -156,13 +156,14 @@ class _Folder:
     # -- evaluation -------------------------------------------------------------------
     def _evaluate(self, target: Value) -> Optional[np.ndarray]:
         """The value of `target`, computing what it needs first; None if something failed."""
+        done, failed = self.done, self.failed
         stack = [target.op]
         while stack:
             op = stack[-1]
-            if op in self.done or op in self.failed:
+            if op in done or op in failed:
                 stack.pop()
                 continue
-            missing = [v.op for v in op.operands if v.op not in self.done and v.op not in self.failed]
+            missing = [v.op for v in op.operands if v.op not in done and v.op not in failed]
             if missing:
                 stack.extend(missing)
                 continue
@@ -172,12 +173,14 @@ class _Folder:
 
     def _compute(self, op: Op) -> None:
         self.done.add(op)
-        absent = [v for v in op.operands if v not in self.values]
-        if absent:
-            self.failed[op] = f"input '{absent[0].name}' could not be computed"
-            return
+        operands = op.operands
+        inputs = [self.values.get(v) for v in operands]
+        for value, arr in zip(operands, inputs):
+            if arr is None:  # `None in inputs` would compare arrays with ==
+                self.failed[op] = f"input '{value.name}' could not be computed"
+                return
         try:
-            outputs = evaluate_op(op, [self.values[v] for v in op.operands])
+            outputs = evaluate_op(op, inputs)
         except InterpreterError as err:
             if not self.ignore_errors:
                 raise PassFailure(f"fold_constants: {err}") from None
