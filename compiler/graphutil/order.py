@@ -28,21 +28,16 @@ def input_ops(op: Op) -> list[Op]:
     return [value.op for value in op.operands] + list(op.control_deps)
 
 
-def _pending_count(op: Op) -> int:
-    if op.type in MERGE_OPS:
-        return len(op.control_deps) + 1
-    return len(op.operands) + len(op.control_deps)
-
-
 def gtt_execution_order(graph: Graph) -> ExecutionOrder:
     """Order ops the way GTT's SortByExecutionOrder does, tie-breaking included."""
     ops = graph.ops
     position = {op: i for i, op in enumerate(ops)}
-    pending = [_pending_count(op) for op in ops]
+    pending: list[int] = []  # inputs still to run; a Merge waits for its control inputs and one data input
     consumers: list[list[int]] = [[] for _ in ops]
     ready: list[int] = []
     for n, op in enumerate(ops):
         producers = input_ops(op)
+        pending.append(len(op.control_deps) + 1 if op.type in MERGE_OPS else len(producers))
         if not producers:
             ready.append(n)
         for producer in producers:
