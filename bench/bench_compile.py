@@ -1,6 +1,7 @@
 """Compile time with TensorFlow loaded: gttc's transform_graph, TF's GTT and the protobuf floor, in one process.
 
     python bench/bench_compile.py [--models keras_densenet121,keras_mobilenet_v2] [--runs 7]
+    python bench/bench_compile.py --zoo      # every Keras application tools/make_zoo.py has cached
 
 All three run on the same bytes with GTT's "Optimizing for Deployment" recipe, in a
 process that has imported TensorFlow (and so carries its ~400k-object heap), the way a
@@ -34,9 +35,10 @@ import tensorflow  # noqa: E402,F401  - the point: its heap is present, as in a 
 
 from compiler.api import transform_graph  # noqa: E402
 from compiler.proto import graph_pb2  # noqa: E402
-from tests.conftest import build_big_fixture  # noqa: E402
+from tests.conftest import Model, build_big_fixture, load_model_fixture  # noqa: E402
 from tests.oracle import gtt_deployment_recipe, gtt_transform  # noqa: E402
 
+ZOO_CACHE = ROOT / ".cache" / "zoo"
 DEFAULT_MODELS = ("keras_mobilenet_v2", "keras_efficientnet_b0", "keras_densenet121", "keras_resnet50",
                   "keras_inception_v3")
 
@@ -60,8 +62,15 @@ def timed(fn: Callable[[], bytes]) -> float:
     return time.perf_counter() - start
 
 
+def load(name: str) -> Model:
+    """A zoo model (`app_*`, from tools/make_zoo.py's cache) or a big fixture (built on first use)."""
+    if name.startswith("app_"):
+        return load_model_fixture(name, ZOO_CACHE)
+    return build_big_fixture(name)
+
+
 def bench_model(name: str, runs: int) -> str:
-    model = build_big_fixture(name)
+    model = load(name)
     recipe = gtt_deployment_recipe(model.inputs, model.feeds)
     tools: dict[str, Callable[[], bytes]] = {
         "gttc": lambda: transform_graph(model.data, model.inputs, model.outputs, recipe),
@@ -83,12 +92,17 @@ def bench_model(name: str, runs: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated big fixture names")
+    parser.add_argument("--zoo", action="store_true",
+                        help="every Keras application in .cache/zoo (run tools/make_zoo.py --families apps first)")
     parser.add_argument("--runs", type=int, default=7, help="timed runs per tool and model (median reported)")
     args = parser.parse_args(argv)
+    names = sorted(p.stem for p in ZOO_CACHE.glob("app_*.pb")) if args.zoo else args.models.split(",")
+    if not names:
+        parser.error(f"no Keras applications cached in {ZOO_CACHE}: run tools/make_zoo.py --families apps")
     print(f"runs: {args.runs}, interleaved, median; TensorFlow {tensorflow.__version__} imported, heap not frozen\n")
     print("| model | nodes | gttc ms | GTT ms | floor ms | gttc / GTT | gttc / floor |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name in args.models.split(","):
+    for name in names:
         print(bench_model(name.strip(), args.runs), flush=True)
     return 0
 

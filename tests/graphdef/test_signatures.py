@@ -183,3 +183,13 @@ def test_function_control_output_naming_a_missing_node_is_refused():
     with pytest.raises(InputError, match=rf"function '{fdef.signature.name}': control output '{key}' names "
                                          r"'no_such_node', which is not a node of its body"):
         lower_function(g.extras.library, fdef.signature.name)
+
+
+def test_an_op_like_one_that_passed_is_still_checked_where_it_differs():
+    """Checks are skipped for an op equal to one already passed (type, attributes, operand
+    dtypes, result count); one that differs only in an operand's dtype is checked and refused."""
+    text = graph("node { name: 'i' op: 'Placeholder' attr { key: 'dtype' value { type: DT_INT32 } } }",
+                 f"node {{ name: 'a' op: 'Relu' input: 'x' {FLOAT} }}",
+                 f"node {{ name: 'b' op: 'Relu' input: 'x' {FLOAT} }}",
+                 f"node {{ name: 'c' op: 'Relu' input: 'i' {FLOAT} }}")
+    assert rejected(text).endswith("node 'c' (Relu): input 0 ('features') is int32 from 'i', the op wants float")
