@@ -237,3 +237,27 @@ def test_softmax_cross_entropies():
 def test_rfft_crops_the_inner_axis_and_never_pads(length):
     x = rand(np.random.default_rng(17), (3, 8))
     check_or_both_fail("RFFT", {"input": x, "fft_length": np.asarray([length], I32)}, {})
+
+
+# ---------------------------------------------------------------- bitcast and bucketize
+@pytest.mark.parametrize("source, target, shape", [(F32, I32, (2, 3)), (F32, np.uint8, (4,)), (np.int16, I32, (3, 2)),
+                                                   (I64, np.float64, (5,))])
+def test_bitcast_keeps_the_bits(source, target, shape):
+    rng = np.random.default_rng(20)
+    x = rand(rng, shape, source, -100, 100)
+    if source == F32:
+        x.reshape(-1)[:3] = [-0.0, np.inf, -np.inf]
+    check("Bitcast", {"input": x}, {"type": tf.as_dtype(target)}, {"type": DType.from_numpy(np.dtype(target))})
+
+
+def test_bitcast_to_a_wider_type_needs_the_width_ratio_innermost():
+    with pytest.raises(KernelError, match="innermost dimension must be 2"):
+        run_ours("Bitcast", [np.zeros((3, 3), np.int16)], {"type": DType.INT32})
+
+
+def test_bucketize_counts_boundaries_at_or_below_each_value():
+    rng = np.random.default_rng(21)
+    x = rand(rng, (4, 6), F32, -2, 2)
+    x[0, :4] = [-0.5, 0.0, 0.5, 1e9]
+    check("Bucketize", {"input": x}, {"boundaries": [-0.5, 0.0, 0.5]})
+    check("Bucketize", {"input": rng.integers(-5, 5, 9).astype(I32)}, {"boundaries": [-1.0, 2.0]})

@@ -8,6 +8,7 @@ import numpy as np
 from compiler.analysis.rules.elementwise import same_shape
 from compiler.analysis.rules.registry import OpFacts, broadcast, normalize_axis, shape_rule, unknown_rank
 from compiler.ir.attrs import attr_text
+from compiler.ir.dtypes import DType
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
 from compiler.runtime.kernels.array import strided_slice_index
 
@@ -378,3 +379,35 @@ def _one_hot(facts: OpFacts) -> Optional[list[Shape]]:
     axis = facts.attr("axis", -1)
     at = len(dims) if axis == -1 else axis
     return [Shape(dims[:at] + (depth[0],) + dims[at:])]
+
+
+@shape_rule("Bincount")
+def _bincount(facts: OpFacts) -> Optional[list[Shape]]:
+    size = facts.ints(1)
+    return None if size is None else [Shape((size[0],))]
+
+
+@shape_rule("DenseBincount")
+def _dense_bincount(facts: OpFacts) -> Optional[list[Shape]]:
+    """One row of `size` counts per row of a 2-D input, one row in all for a vector."""
+    dims, size = facts.dims(0), facts.ints(1)
+    if dims is None or size is None or len(dims) not in (1, 2):
+        return None
+    return [Shape(dims[:-1] + (size[0],))]
+
+
+@shape_rule("Bitcast")
+def _bitcast(facts: OpFacts) -> Optional[list[Shape]]:
+    """A narrower type adds an innermost axis of the width ratio; a wider one drops it."""
+    dims, source, target = facts.dims(0), facts.dtypes[0], facts.attr("type")
+    if dims is None or source is None or not isinstance(target, DType):
+        return None
+    try:
+        wide, narrow = source.to_numpy().itemsize, target.to_numpy().itemsize
+    except TypeError:
+        return None
+    if wide == narrow:
+        return [Shape(dims)]
+    if wide > narrow:
+        return [Shape(dims + (wide // narrow,))]
+    return [Shape(dims[:-1])] if dims else None

@@ -469,6 +469,33 @@ _register_binary(("RightShift",), lambda x, y: np.right_shift(x, _clamped_shift(
 _register_unary(("Invert",), np.invert)
 
 
+@kernel("Bitcast")
+def _bitcast(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """The same bits read as `type`: a narrower type adds an innermost axis, a wider one consumes
+    an innermost axis of exactly the width ratio (Keras' signbit reads a float's sign this way)."""
+    x = np.ascontiguousarray(inputs[0])
+    target = dtype_attr(attrs, "type")
+    wide, narrow = x.dtype.itemsize, target.itemsize
+    if wide == narrow:
+        return [x.view(target)]
+    if wide > narrow:
+        return [x.reshape(x.shape + (1,)).view(target)]
+    if not x.shape or x.shape[-1] != narrow // wide:
+        raise KernelError(f"cannot bitcast {x.dtype} of shape {list(x.shape)} to the wider {target}: "
+                          f"the innermost dimension must be {narrow // wide}")
+    return [x.view(target).reshape(x.shape[:-1])]
+
+
+@kernel("Bucketize")
+def _bucketize(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """The index of the bucket each value falls in: how many boundaries are <= it (Keras'
+    Discretization layer)."""
+    boundaries = np.asarray(attr(attrs, "boundaries"), dtype=np.float64)
+    if np.any(np.diff(boundaries) < 0):
+        raise KernelError("boundaries must be sorted")
+    return [np.searchsorted(boundaries, inputs[0].astype(np.float64), side="right").astype(np.int32)]
+
+
 # ---------------------------------------------------------------- spectral
 
 
