@@ -50,38 +50,45 @@ def _holds(graph: Graph, ops: list[Op]) -> bool:
     if len(ops) != len(graph):
         return False
     position = {op: i for i, op in enumerate(ops)}
+    where = position.get
+    named = graph._by_name.get
     entries = slots = 0
     backward: list[tuple[int, int]] = []  # (consumer, producer) positions of edges pointing back
     control: list[Op] = []
     for here, op in enumerate(ops):
-        if op.graph is not graph or graph.get(op._name) is not op:
+        if op.graph is not graph or named(op._name) is not op:
             return False
         operands = op._operands
         slots += len(operands)
+        # A slot holding a value no op here defines leaves its use-list entry uncounted below
+        # (entries < slots), so the operand side only needs the producer's position.
         for value in operands:
-            producer = value.op
-            at = position.get(producer)
-            if at is None or value.index >= len(producer.results) or producer.results[value.index] is not value:
+            at = where(value.op)
+            if at is None:
                 return False
-            if at >= here and not _is_back_edge(producer, op):
+            if at >= here and not _is_back_edge(value.op, op):
                 backward.append((here, at))
-        for index, value in enumerate(op.results):
+        index = 0
+        for value in op.results:
             if value.op is not op or value.index != index:
                 return False
+            index += 1
             uses = value.uses
             for user, i in uses:
-                if user not in position or not 0 <= i < len(user._operands) or user._operands[i] is not value:
+                if i < 0 or where(user) is None or i >= len(user._operands) or user._operands[i] is not value:
                     return False
             if len(uses) > 1 and len(set(uses)) != len(uses):
                 return False
             entries += len(uses)
-        for dep in op._control_deps:
-            at = position.get(dep)
-            if at is None:
-                return False
-            if at >= here:
-                backward.append((here, at))
-        if op._control_deps or op.control_users:
+        if op._control_deps:
+            for dep in op._control_deps:
+                at = where(dep)
+                if at is None:
+                    return False
+                if at >= here:
+                    backward.append((here, at))
+            control.append(op)
+        elif op.control_users:
             control.append(op)
     if entries != slots or not _control_edges_agree(control):
         return False
