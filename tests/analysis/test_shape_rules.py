@@ -49,7 +49,16 @@ def _cases():
         return b("NonMaxSuppressionV4", boxes, b.input("s", [3]), _ints(b, 5), b.const(np.float32(0.5)),
                  b.const(np.float32(0.0)), pad_to_max_output_size=True)
 
-    return [("top_k", top_k, {"x": RNG.standard_normal((2, 3, 7)).astype(np.float32)}),
+    def bits_and_counts(b):
+        x = b.input("x", [2, 3])
+        ids = b.const(np.asarray([[0, 2, 2], [1, 4, 0]], np.int32))
+        return [b("Bitcast", x, type=DType.UINT8), b("Bitcast", b("Bitcast", x, type=DType.INT16), type=DType.INT32),
+                b("Bucketize", x, boundaries=[-0.5, 0.5]),
+                b("DenseBincount", ids, _ints(b, 6), b.const(np.zeros(0, np.float32)), Tidx=DType.INT32),
+                b("Bincount", b.const(np.asarray([1, 3, 3], np.int32)), _ints(b, 5), b.const(np.zeros(0, np.float32)))]
+
+    return [("bits_and_counts", bits_and_counts, {"x": RNG.standard_normal((2, 3)).astype(np.float32)}),
+            ("top_k", top_k, {"x": RNG.standard_normal((2, 3, 7)).astype(np.float32)}),
             ("einsum", einsum, {"q": RNG.standard_normal((2, 5, 4)).astype(np.float32),
                                 "k": RNG.standard_normal((2, 6, 4)).astype(np.float32)}),
             ("space_batch", space_batch, {"x": RNG.standard_normal((1, 7, 9, 2)).astype(np.float32)}),

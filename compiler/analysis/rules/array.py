@@ -384,16 +384,16 @@ def _one_hot(facts: OpFacts) -> Optional[list[Shape]]:
 @shape_rule("Bincount")
 def _bincount(facts: OpFacts) -> Optional[list[Shape]]:
     size = facts.ints(1)
-    return None if size is None else [Shape((size[0],))]
+    return [Shape((None if size is None else size[0],))]
 
 
 @shape_rule("DenseBincount")
 def _dense_bincount(facts: OpFacts) -> Optional[list[Shape]]:
     """One row of `size` counts per row of a 2-D input, one row in all for a vector."""
     dims, size = facts.dims(0), facts.ints(1)
-    if dims is None or size is None or len(dims) not in (1, 2):
+    if dims is None or len(dims) not in (1, 2):
         return None
-    return [Shape(dims[:-1] + (size[0],))]
+    return [Shape(dims[:-1] + (None if size is None else size[0],))]
 
 
 @shape_rule("Bitcast")
