@@ -50,13 +50,14 @@ def _eight_bit(model: Model, calibration: Optional[str]) -> Graph:
 
 
 @contextmanager
-def _recording_bindings() -> Iterator[dict[Value, tuple[str, object]]]:
-    """Which ONNX tensor (and layout) each TF value was lowered to, for per-op comparisons."""
-    seen: dict[Value, tuple[str, object]] = {}
+def _recording_bindings() -> Iterator[dict[str, tuple[str, object]]]:
+    """Which ONNX tensor (and layout) each TF value was lowered to, for per-op comparisons; keyed
+    by tensor name, as the exporter may lower a rewritten copy of the graph (export_rewrites)."""
+    seen: dict[str, tuple[str, object]] = {}
     original = LoweringContext.bind
 
     def bind(self: LoweringContext, value: Value, tensor: str, perm: object = None, describe: bool = True) -> None:
-        seen[value] = (tensor, perm)
+        seen[value.name] = (tensor, perm)
         original(self, value, tensor, perm, describe)
 
     with mock.patch.object(LoweringContext, "bind", bind):
@@ -90,7 +91,7 @@ class Export:
         watched = [v for op in graph for v in op.results[:1] if op.type in ("QuantizeV2", "Dequantize") + PRODUCTS]
         watched += [op.operands[0] for op in graph if op.type == "QuantizeV2"]
         produced = {out for node in self.onnx.graph.node for out in node.output}
-        runtime = {bound[v][0]: v for v in watched if v in bound and bound[v][0] in produced}
+        runtime = {bound[v.name][0]: v for v in watched if v.name in bound and bound[v.name][0] in produced}
         fetched = run_onnx(_with_outputs(self.onnx, runtime), model.feeds, list(model.outputs) + list(runtime))
         self.outputs = {name: fetched[name] for name in model.outputs}
         self.values = {v: fetched[name] for name, v in runtime.items()}
@@ -99,7 +100,7 @@ class Export:
 
     def onnx_value(self, value: Value) -> Optional[np.ndarray]:
         """The value as onnxruntime computed it (or the exporter folded it), in TF layout."""
-        tensor, perm = self.bound.get(value, (None, None))
+        tensor, perm = self.bound.get(value.name, (None, None))
         if value in self.values:
             return _tf_layout(self.values[value], perm)
         if tensor in self.initializers:

@@ -13,7 +13,7 @@ SAME_SHAPE_OPS = (
     "LogSoftmax", "Neg", "OnesLike", "PreventGradient", "Reciprocal", "Relu", "Relu6", "Rint",
     "Round", "Rsqrt", "Selu", "Sigmoid", "Sign", "Sin", "Sinh", "Snapshot", "Softmax", "Softplus",
     "Softsign", "Sqrt", "Square", "StopGradient", "Tan", "Tanh", "ZerosLike", "BiasAdd",
-    "BiasAddV1", "Gelu", "Bucketize",
+    "BiasAddV1", "Gelu", "Bucketize", "_MklLayerNorm",
 )
 
 BROADCAST_OPS = (
