@@ -199,6 +199,27 @@ def test_gather_nd_partial_and_full_index_tuples():
     assert check(b, feeds, outputs)["GatherND"] == 4
 
 
+def test_gather_v2_with_batch_dims_is_gather_nd():
+    """Keras' take_along_axis: GatherV2(batch_dims=1, axis=1); also batch_dims=-1 on 2-D indices."""
+    rng = np.random.default_rng(15)
+    b = Builder()
+    params = b.input("p", [3, 5, 2])
+    gather = dict(Tparams=DType.FLOAT, Tindices=DType.INT32, Taxis=DType.INT32)
+    outputs = [b("GatherV2", params, b.input("i", [3, 4], DType.INT32), ints(b, 1), batch_dims=1, **gather),
+               b("GatherV2", params, b.input("k", [3, 1], DType.INT32), ints(b, -2), batch_dims=-1, **gather)]
+    feeds = {"p": rng.standard_normal((3, 5, 2)).astype(np.float32),
+             "i": rng.integers(0, 5, (3, 4)).astype(np.int32), "k": np.asarray([[4], [0], [2]], np.int32)}
+    assert check(b, feeds, outputs)["GatherND"] == 2
+
+
+def test_gather_v2_past_the_batch_axes_is_refused():
+    b = Builder()
+    y = b("GatherV2", b.input("p", [3, 5, 2]), b.input("i", [3, 1], DType.INT32), ints(b, 2), batch_dims=1,
+          Tparams=DType.FLOAT, Tindices=DType.INT32, Taxis=DType.INT32)
+    with pytest.raises(UnsupportedOpError, match=r"'GatherV2' \(node 'gatherv2'\).*axis 2 past batch_dims 1"):
+        export_with_report(b.graph, ["p", "i"], [y.name])
+
+
 def test_gather_nd_ignoring_bad_indices_is_refused():
     b = Builder()
     y = b("GatherNd", b.input("p", [3]), b.input("i", [2, 1], DType.INT32), Tparams=DType.FLOAT,

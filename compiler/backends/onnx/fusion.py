@@ -103,20 +103,21 @@ def _bias_vector(ctx: LoweringContext, op_type: str, array: np.ndarray, x: Value
     return np.broadcast_to(stored.reshape(-1), (channels,)).copy()
 
 
-def zero_pad_source(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tuple[int, ...]
+def zero_pad_source(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tuple[int, ...], rank: int = 4
                     ) -> Optional[tuple[Value, list[tuple[int, int]]]]:
-    """If `x` is a zero Pad of only spatial axes read only by `conv`: its input and the pads."""
+    """If `x` is a zero Pad of only spatial axes of a rank-`rank` tensor, read only by `conv`: its
+    input and the pads."""
     pad = x.op
     if pad.type not in _ZERO_PAD_OPS or ctx.is_constant(x) or not single_use(ctx, x, conv):
         return None
     amounts = ctx.constant(pad.operands[1])
-    if amounts is None or amounts.shape != (4, 2) or (amounts < 0).any():
+    if amounts is None or amounts.shape != (rank, 2) or (amounts < 0).any():
         return None
     if pad.type == "PadV2":
         fill = ctx.constant(pad.operands[2])
         if fill is None or fill.size != 1 or float(fill.reshape(())) != 0.0:
             return None
-    if any(amounts[a].any() for a in range(4) if a not in spatial_axes):
+    if any(amounts[a].any() for a in range(rank) if a not in spatial_axes):
         return None
     return pad.operands[0], [(int(amounts[a][0]), int(amounts[a][1])) for a in spatial_axes]
 

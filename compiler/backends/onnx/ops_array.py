@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from compiler.backends.onnx import layout, opset
+from compiler.backends.onnx import conv1d, layout, opset
 from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
@@ -81,6 +81,8 @@ def int64_operand(ctx: LoweringContext, op: Op, index: int, flat: bool = True) -
 
 @lowers("Squeeze")
 def _squeeze(ctx: LoweringContext, op: Op) -> None:
+    if conv1d.squeeze_flat(ctx, op):
+        return
     x = op.operands[0]
     rank, dims = ctx.rank(x), ctx.shape(x).dims
     axes = list(op.attr("squeeze_dims", ()))
@@ -326,8 +328,6 @@ def _strided_slice(ctx: LoweringContext, op: Op) -> None:
 
 @lowers("Gather", "GatherV2")
 def _gather(ctx: LoweringContext, op: Op) -> None:
-    if int(op.attr("batch_dims", 0)) != 0:
-        raise UnsupportedOpError(op.type, op.name, "batch_dims other than 0")
     params, indices = op.operands[0], op.operands[1]
     axis = 0 if op.type == "Gather" else int(ctx.const_operand(op, 2, "the axis").reshape(-1)[0])
     rank = ctx.rank(params)
@@ -335,6 +335,12 @@ def _gather(ctx: LoweringContext, op: Op) -> None:
         raise UnsupportedOpError(op.type, op.name, "the params rank is unknown")
     axis %= rank
     index_rank = ctx.rank(indices)
+    batch_dims = int(op.attr("batch_dims", 0))
+    if batch_dims < 0 and index_rank is not None:
+        batch_dims += index_rank  # TF counts a negative batch_dims from the indices' rank
+    if batch_dims:
+        _batched_gather(ctx, op, axis, batch_dims, index_rank)
+        return
     if index_rank in (0, 1):
         found = ctx.lowered(params)
         tensor, perm = found.tensor, found.perm
@@ -342,6 +348,23 @@ def _gather(ctx: LoweringContext, op: Op) -> None:
         tensor, perm = ctx.value_in(params), None
     out = ctx.emit1(op, "Gather", [tensor, ctx.value_in(indices)], axis=layout.physical_axis(axis, perm, rank))
     ctx.bind(op.results[0], out, layout.after_removing(perm, [axis], rank) if index_rank == 0 else perm)
+
+
+def _batched_gather(ctx: LoweringContext, op: Op, axis: int, batch_dims: int, index_rank: Optional[int]) -> None:
+    """GatherV2 with batch_dims b gathering along axis b (Keras' take_along_axis): ONNX GatherND
+    with the same batch_dims, each index a one-element tuple.  Other axes would need the params
+    transposed around the gather, and are refused."""
+    if index_rank is None:
+        raise UnsupportedOpError(op.type, op.name, f"batch_dims {batch_dims} with indices of unknown rank")
+    if not 0 < batch_dims <= index_rank:
+        raise UnsupportedOpError(op.type, op.name, f"batch_dims {op.attr('batch_dims')} with indices of rank "
+                                                   f"{index_rank}")
+    if axis != batch_dims:
+        raise UnsupportedOpError(op.type, op.name, f"gathering along axis {axis} past batch_dims {batch_dims} "
+                                                   f"(only the first axis after the batch axes lowers to GatherND)")
+    tuples = ctx.helper1(op, "tuples", "Unsqueeze", [int64_operand(ctx, op, 1, flat=False),
+                                                     ctx.ints([-1], f"{op.name}/innermost")])
+    ctx.bind(op.results[0], ctx.emit1(op, "GatherND", [ctx.operand(op, 0), tuples], batch_dims=batch_dims))
 
 
 @lowers("GatherNd")
