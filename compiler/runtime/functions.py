@@ -36,14 +36,16 @@ def is_function_call(op: Op, library: Any) -> bool:
 
 
 def _library_names(library: Any) -> frozenset[str]:
-    cached = _NAMES.get(id(library))
-    if cached is None or cached[0] is not library:
-        cached = (library, frozenset(function_names(library)))
-        _NAMES[id(library)] = cached
-    return cached[1]
+    """The library's function names, remembered for the last library asked about only: a run
+    asks about one library thousands of times, and a cache of every library ever seen keeps
+    each alive for as long as the process runs (a notebook compiling model after model)."""
+    global _last_names
+    if _last_names[0] is not library:
+        _last_names = (library, frozenset(function_names(library)))
+    return _last_names[1]
 
 
-_NAMES: dict[int, tuple[Any, frozenset[str]]] = {}
+_last_names: tuple[Any, frozenset[str]] = (None, frozenset())
 
 
 class FunctionRunner:

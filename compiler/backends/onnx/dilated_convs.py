@@ -1,8 +1,8 @@
 """TF's spelling of a dilated convolution, as one dilated ONNX Conv.
 
 TF's CPU depthwise kernel has no dilations, so `tf.nn.convolution` (every
-dilated Keras Conv2D, DepthwiseConv2D and SeparableConv2D) emits
-SpaceToBatchND -> VALID, stride-1 conv -> BatchToSpaceND.  Lowered op by op
+dilated Keras Conv1D, Conv2D, Conv3D, DepthwiseConv2D and SeparableConv2D)
+emits SpaceToBatchND -> VALID, stride-1 conv -> BatchToSpaceND.  Lowered op by op
 that is two Pad/Reshape/Transpose chains around the conv; ONNX's Conv has
 dilations, so the three ops become one conv with `dilations = block_shape`.
 
@@ -13,7 +13,9 @@ conv of the padded input at j.  BatchToSpaceND then crops (c0, c1), which is
 the dilated conv with padding (p0 - c0, p1 - c1); that needs c <= p, which
 TF's own padding computation always gives.
 
-The fused conv takes the BatchToSpaceND's name.  `export_rewrites` runs
+TF's Conv3D has no explicit padding, so a 3-D chain that pads becomes a zero
+Pad before the dilated conv, which the ONNX Conv then absorbs.  The fused
+conv takes the BatchToSpaceND's name.  `export_rewrites` runs
 this on the exporter's own copy of the graph.
 """
 from __future__ import annotations
@@ -24,11 +26,13 @@ from typing import Collection, Optional
 import numpy as np
 
 from compiler.ir.attrs import attr_text
-from compiler.ir.graph import Graph, Op
+from compiler.ir.dtypes import DType
+from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.shapes import UNKNOWN_SHAPE
+from compiler.ir.tensor import Tensor
 from compiler.rewrite.constants import const_array
 
-_CONVS = ("Conv2D", "DepthwiseConv2dNative")
+_CONVS = ("Conv2D", "DepthwiseConv2dNative", "Conv3D")
 
 
 @dataclass(frozen=True)
@@ -40,8 +44,8 @@ class DilatedConv:
     space_to_batch: Op
     conv: Op
     batch_to_space: Op
-    block: tuple[int, int]
-    pads: tuple[tuple[int, int], tuple[int, int]]
+    block: tuple[int, ...]                 # one rate per spatial axis of the conv
+    pads: tuple[tuple[int, int], ...]
     expand: Optional[Op] = None
     squeeze: Optional[Op] = None
 
@@ -76,14 +80,15 @@ def _match(b2s: Op, named: Collection[str]) -> Optional[DilatedConv]:
         return None
     if not all(_only_use(op, user) for op, user in zip(chain, chain[1:] + [b2s])):
         return None
-    found = _block_and_pads(s2b, b2s, 1 if expand is not None else 2)
+    spatial = 3 if conv.type == "Conv3D" else 2
+    found = _block_and_pads(s2b, b2s, 1 if expand is not None else spatial)
     if found is None:
         return None
     block, left = found
     if expand is not None:  # the 1-D chain's one spatial axis is the conv's width
         block, left = np.concatenate([[1], block]), np.concatenate([[[0, 0]], left])
-    return DilatedConv(s2b, conv, b2s, (int(block[0]), int(block[1])),
-                       ((int(left[0, 0]), int(left[0, 1])), (int(left[1, 0]), int(left[1, 1]))), expand, squeeze)
+    return DilatedConv(s2b, conv, b2s, tuple(int(b) for b in block),
+                       tuple((int(low), int(high)) for low, high in left), expand, squeeze)
 
 
 def _block_and_pads(s2b: Op, b2s: Op, spatial: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
@@ -107,9 +112,10 @@ def _height_axis(expand: Op, squeeze: Op) -> bool:
 
 
 def _plain_valid(conv: Op) -> bool:
-    """NHWC, VALID, stride 1, no dilation: the conv TF puts between the two reshuffles."""
-    ones = [1, 1, 1, 1]
-    return (attr_text(conv.attr("data_format", "NHWC")) == "NHWC" and attr_text(conv.attr("padding")) == "VALID"
+    """Channels last, VALID, stride 1, no dilation: the conv TF puts between the two reshuffles."""
+    volume = conv.type == "Conv3D"
+    ones, layout = ([1] * 5, "NDHWC") if volume else ([1] * 4, "NHWC")
+    return (attr_text(conv.attr("data_format", layout)) == layout and attr_text(conv.attr("padding")) == "VALID"
             and list(conv.attr("strides", ones)) == ones and list(conv.attr("dilations", ones)) == ones)
 
 
@@ -133,13 +139,15 @@ def fuse_all(graph: Graph, named: Collection[str] = ()) -> int:
 def _fuse(graph: Graph, match: DilatedConv) -> None:
     conv, b2s = match.conv, match.batch_to_space
     attrs = conv.attrs.copy()
-    attrs["dilations"] = [1, match.block[0], match.block[1], 1]
-    (top, bottom), (left, right) = match.pads
-    if top or bottom or left or right:
-        attrs["padding"] = "EXPLICIT"
-        attrs["explicit_paddings"] = [0, 0, top, bottom, left, right, 0, 0]
+    attrs["dilations"] = [1, *match.block, 1]
     name = b2s.name
     source = match.space_to_batch.operands[0]
+    padded = any(low or high for low, high in match.pads)
+    if padded and conv.type == "Conv3D":
+        source = _zero_pad(graph, match, source, b2s)
+    elif padded:
+        attrs["padding"] = "EXPLICIT"
+        attrs["explicit_paddings"] = [0, 0, *[p for pair in match.pads for p in pair], 0, 0]
     if match.expand is not None:
         source = _copy(graph, match.expand, [source, match.expand.operands[1]], b2s).results[0]
     fused = graph.create_op(conv.type, graph.unique_name(f"{name}/dilated"), [source, conv.operands[1]], attrs,
@@ -150,6 +158,17 @@ def _fuse(graph: Graph, match: DilatedConv) -> None:
     b2s.hand_control_users_to(last)
     graph.erase_ops([op for op in (b2s, match.squeeze, conv, match.expand, match.space_to_batch) if op is not None])
     graph.rename(last, name)
+
+
+def _zero_pad(graph: Graph, match: DilatedConv, source: Value, before: Op) -> Value:
+    """A Pad of the spatial axes by the chain's padding (Conv3D has no explicit padding)."""
+    amounts = np.asarray([(0, 0), *match.pads, (0, 0)], np.int32)
+    base = f"{match.batch_to_space.name}/dilated_pad"
+    paddings = graph.create_op("Const", graph.unique_name(f"{base}/paddings"), attrs={
+        "dtype": DType.INT32, "value": Tensor.from_numpy(amounts, DType.INT32)}, device=match.conv.device, before=before)
+    pad = graph.create_op("Pad", graph.unique_name(base), [source, paddings.results[0]],
+                          attrs={"T": source.dtype, "Tpaddings": DType.INT32}, device=match.conv.device, before=before)
+    return pad.results[0]
 
 
 def _copy(graph: Graph, op: Op, operands: list, before: Op) -> Op:
