@@ -130,3 +130,16 @@ def test_keras_layers_frozen_match_tf(tmp_path):
     want = model(feed).numpy()
     got = run_onnx(result.model, {names[0]: feed}, outputs)[outputs[0]]
     np.testing.assert_allclose(got, want, rtol=0, atol=TOLERANCE * np.abs(want).max())
+
+
+def test_the_fused_op_runs_in_the_interpreter_as_the_pattern_does():
+    """`_MklLayerNorm` has a runtime kernel: a graph TF's remapper already fused runs too."""
+    b = Builder()
+    x = b.input("x", [2, 5, 8])
+    gamma, beta = RNG.uniform(0.5, 2, 8).astype(np.float32), RNG.standard_normal(8).astype(np.float32)
+    pattern = _layer_norm(b, x, -1, gamma, beta)
+    fused = b("_MklLayerNorm", x, b.const(gamma), b.const(beta), epsilon=1e-3)
+    feeds = {"x": RNG.standard_normal((2, 5, 8)).astype(np.float32) * 3 + 1}
+    got = Interpreter(b.graph).run(feeds, [pattern.name, fused.name])
+    np.testing.assert_allclose(got[fused.name], got[pattern.name], rtol=0,
+                               atol=TOLERANCE * np.abs(got[pattern.name]).max())

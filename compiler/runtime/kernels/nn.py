@@ -489,6 +489,20 @@ def _fused_batch_norm_v3(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     return _fused_batch_norm(attrs, inputs, _FORMATS_2D + ("NDHWC", "NCDHW"), reserve_3=True)
 
 
+@kernel("_MklLayerNorm")
+def _layer_norm(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """oneDNN's fused layer norm (TF's remapper writes it for Keras' LayerNormalization): the last
+    axis normalized with its own mean and variance, then scaled and offset by vectors of its size."""
+    x, scale, offset = (a.astype(accumulator(a.dtype)) for a in inputs)
+    if scale.shape != x.shape[-1:] or offset.shape != x.shape[-1:]:
+        raise KernelError(f"scale {list(scale.shape)} and offset {list(offset.shape)} must be vectors of the "
+                          f"input's last dimension {list(x.shape[-1:])}")
+    mean = x.mean(axis=-1, keepdims=True)
+    variance = np.square(x - mean).mean(axis=-1, keepdims=True)
+    eps = float(attr(attrs, "epsilon", 0.001))  # type: ignore[arg-type]
+    return [((x - mean) / np.sqrt(variance + eps) * scale + offset).astype(inputs[0].dtype)]
+
+
 @kernel("BatchNormWithGlobalNormalization")
 def _batch_norm_global(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     """The pre-fused TF1 batch norm: statistics per last dimension."""
