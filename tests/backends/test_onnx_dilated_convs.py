@@ -1,4 +1,4 @@
-"""SpaceToBatchND -> conv -> BatchToSpaceND (TF's dilated conv) exports as one dilated ONNX Conv.
+"""SpaceToBatchND -> conv -> BatchToSpaceND (TF's dilated conv, 2-D or 3-D) exports as one dilated ONNX Conv.
 
 The unfused graph run by gttc's interpreter is the reference; the export must
 match it to 1e-6 of the output's largest magnitude (the fused conv sums in a
@@ -37,17 +37,42 @@ def test_fused_matches_the_unfused_graph(conv_type: str, size: int, block, pads,
     shape = (3, 3, 3, 4) if conv_type == "Conv2D" else (3, 3, 3, 2)
     out = _chain(b, x, conv_type, rng.standard_normal(shape).astype(np.float32), block, pads, crops)
     before = sorted(op.type for op in b.graph)
-    feeds = {"x": rng.standard_normal((2, size, size, 3)).astype(np.float32)}
-    want = Interpreter(b.graph).run(feeds, [out.name])[out.name]
-    result = export_with_report(b.graph, ["x"], [out.name])
-    onnx.checker.check_model(result.model, full_check=True)
-    got = run_onnx(result.model, feeds, [out.name])[out.name]
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
+    result = _exported_matches(b, {"x": rng.standard_normal((2, size, size, 3)).astype(np.float32)}, out)
     counts = result.report.op_counts
     # One conv, and the two Transposes between TF's NHWC graph inputs/outputs and ONNX's NCHW Conv.
     assert counts == {"Conv": 1, "Transpose": 2}, counts
     assert sorted(op.type for op in b.graph) == before  # the caller's IR is untouched
+
+
+def _exported_matches(b: Builder, feeds: dict, out):
+    """Export with the full checker and compare with the interpreter on the unfused graph."""
+    want = Interpreter(b.graph).run(feeds, [out.name])[out.name]
+    result = export_with_report(b.graph, list(feeds), [out.name])
+    onnx.checker.check_model(result.model, full_check=True)
+    got = run_onnx(result.model, feeds, [out.name])[out.name]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
+    return result
+
+
+@pytest.mark.parametrize("size, block, pads, crops", [
+    (8, [2, 2, 2], [[2, 2], [2, 2], [2, 2]], [[0, 0], [0, 0], [0, 0]]),   # SAME, 3x3x3, rate 2
+    (7, [2, 1, 3], [[2, 3], [1, 1], [3, 5]], [[0, 1], [0, 0], [0, 2]]),   # odd size, unequal rates
+    (9, [3, 3, 3], [[0, 0], [0, 0], [0, 0]], [[0, 0], [0, 0], [0, 0]]),   # VALID: no Pad at all
+])
+def test_dilated_conv3d_is_one_conv(size, block, pads, crops) -> None:
+    """TF's Conv3D has no explicit padding: the rewrite pads with a zero Pad, which the Conv3D
+    lowering folds into the Conv's pads."""
+    rng = np.random.default_rng(size)
+    b = Builder()
+    x = b.input("x", [1, size, size, size, 2])
+    s2b = b("SpaceToBatchND", x, ints(b, block), ints(b, pads))
+    weights = b.const(rng.standard_normal((3, 3, 3, 2, 4)).astype(np.float32))
+    conv = b("Conv3D", s2b, weights, strides=[1] * 5, padding="VALID")
+    out = b("BatchToSpaceND", conv, ints(b, block), ints(b, crops), name="b2s")
+    result = _exported_matches(b, {"x": rng.standard_normal((1, size, size, size, 2)).astype(np.float32)}, out)
+    assert result.report.op_counts == {"Conv": 1, "Transpose": 2}
+    assert result.report.stats["dilated_convs"] == 1
 
 
 def test_output_named_after_the_batch_to_space_resolves() -> None:
