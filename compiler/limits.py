@@ -5,13 +5,14 @@ Fill/Tile/Pad whose size comes from a constant, or a loop whose bound is
 2^31.  Decoding a tensor, generating a random input and every kernel of the
 runtime ask `check_tensor_size` first (kernels also after running, for sizes
 only the result reveals); both loop executors count iterations with
-`check_loop_iterations`.  Past a limit, a one-line `ResourceLimitError` says
-which limit and how to raise it.
+`check_loop_iterations`, and the bytes their iterations compute with
+`LoopWork`.  Past a limit, a one-line `ResourceLimitError` says which limit
+and how to raise it.
 
 Each limit comes from a `resource_limits(...)` block, else the environment
-(`GTTC_MAX_TENSOR_BYTES`, `GTTC_MAX_LOOP_ITERATIONS`), else its default;
-the command line's `--max-tensor-size` and `--max-loop-iterations` open such
-a block.
+(`GTTC_MAX_TENSOR_BYTES`, `GTTC_MAX_LOOP_ITERATIONS`, `GTTC_MAX_LOOP_BYTES`),
+else its default; the command line's `--max-tensor-size` and
+`--max-loop-iterations` open such a block.
 """
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ from compiler.errors import InputError
 
 TENSOR_ENV = "GTTC_MAX_TENSOR_BYTES"
 LOOP_ENV = "GTTC_MAX_LOOP_ITERATIONS"
+LOOP_BYTES_ENV = "GTTC_MAX_LOOP_BYTES"
 DEFAULT_MAX_TENSOR_BYTES = 4 << 30
 DEFAULT_MAX_LOOP_ITERATIONS = 1_000_000
+DEFAULT_MAX_LOOP_BYTES = 64 << 30
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
@@ -53,6 +56,7 @@ def parse_count(text: str) -> int:
 
 _tensor_override: Optional[int] = None
 _loop_override: Optional[int] = None
+_loop_bytes_override: Optional[int] = None
 
 
 def max_tensor_bytes() -> int:
@@ -71,25 +75,54 @@ def max_loop_iterations() -> int:
     return parse_count(text) if text else DEFAULT_MAX_LOOP_ITERATIONS
 
 
-def set_limits(tensor_bytes: Optional[int] = None, loop_iterations: Optional[int] = None) -> None:
+def max_loop_bytes() -> int:
+    """The limit on bytes of values one run's loops may compute."""
+    if _loop_bytes_override is not None:
+        return _loop_bytes_override
+    text = os.environ.get(LOOP_BYTES_ENV)
+    return parse_size(text) if text else DEFAULT_MAX_LOOP_BYTES
+
+
+def set_limits(tensor_bytes: Optional[int] = None, loop_iterations: Optional[int] = None,
+               loop_bytes: Optional[int] = None) -> None:
     """Set limits until the enclosing `resource_limits` block ends (the command line opens one per command)."""
-    global _tensor_override, _loop_override
+    global _tensor_override, _loop_override, _loop_bytes_override
     if tensor_bytes is not None:
         _tensor_override = tensor_bytes
     if loop_iterations is not None:
         _loop_override = loop_iterations
+    if loop_bytes is not None:
+        _loop_bytes_override = loop_bytes
 
 
 @contextlib.contextmanager
-def resource_limits(tensor_bytes: Optional[int] = None, loop_iterations: Optional[int] = None) -> Iterator[None]:
+def resource_limits(tensor_bytes: Optional[int] = None, loop_iterations: Optional[int] = None,
+                    loop_bytes: Optional[int] = None) -> Iterator[None]:
     """Use these limits inside the block (None keeps the one in force)."""
-    global _tensor_override, _loop_override
-    previous = _tensor_override, _loop_override
-    set_limits(tensor_bytes, loop_iterations)
+    global _tensor_override, _loop_override, _loop_bytes_override
+    previous = _tensor_override, _loop_override, _loop_bytes_override
+    set_limits(tensor_bytes, loop_iterations, loop_bytes)
     try:
         yield
     finally:
-        _tensor_override, _loop_override = previous
+        _tensor_override, _loop_override, _loop_bytes_override = previous
+
+
+class LoopWork:
+    """Bytes of values one run's loops have computed, against `max_loop_bytes`.
+
+    Iterations are limited by count and each value by size, but a loop of a million
+    iterations over a 100 MB value would still run for days; this bounds their product."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.limit = max_loop_bytes()
+
+    def add(self, values: Iterable[object], what: Callable[[], str]) -> None:
+        self.total += sum(getattr(v, "nbytes", 0) for v in values)
+        if self.total > self.limit:
+            raise ResourceLimitError(f"{what()}: loops computed {format_size(self.total)} of values, over the "
+                                     f"{format_size(self.limit)} limit (raise it with {LOOP_BYTES_ENV})")
 
 
 def extent(shape: Iterable[int]) -> int:

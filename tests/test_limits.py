@@ -111,6 +111,22 @@ def test_loops_stop_at_the_iteration_limit(fixture, loop):
     assert str(info.value).startswith(loop)
 
 
+@pytest.mark.parametrize("fixture, loop", [("tf1_control_flow", "loop '"), ("tf2_functional_control_flow",
+                                                                            "node 'while' (While)")])
+def test_loops_stop_at_the_bytes_they_compute(fixture, loop):
+    """Fuzz case 55679 (seed 10): a counter from -2^31 over a 256 MiB input grew past 24 GiB; the bytes
+    a run's loop iterations compute are limited too, with the loop named."""
+    graph = load_graph(FIXTURES / f"{fixture}.pb")
+    meta = json.loads((FIXTURES / f"{fixture}.json").read_text())
+    feeds = {name: np.ones(meta["input_shapes"][name], np.float32) for name in meta["inputs"]}
+    with resource_limits(loop_bytes=1 << 20):
+        run_graph(graph, feeds, meta["outputs"])
+    with resource_limits(loop_bytes=16), pytest.raises(ResourceLimitError) as info:
+        run_graph(graph, feeds, meta["outputs"])
+    assert "of values, over the 16 bytes limit (raise it with GTTC_MAX_LOOP_BYTES)" in str(info.value)
+    assert str(info.value).startswith(loop)
+
+
 def test_tensor_decode_limit_counts_decoded_bytes():
     from compiler.ir.tensor import Tensor
 

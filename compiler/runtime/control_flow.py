@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from compiler.ir.graph import Op, Value
-from compiler.limits import check_loop_iterations
+from compiler.limits import LoopWork, check_loop_iterations
 from compiler.runtime.op_eval import InterpreterError
 
 TF1_CONTROL_FLOW_OPS = frozenset({
@@ -77,6 +77,7 @@ class FrameExecutor:
         self.dead_exits: dict[tuple[Op, Context], bool] = {}
         self.back_edge_slots = {op: _back_edge_slots(op) for op in needed if op.type in _MERGE}
         self.controls_needed = {op: sum(1 for d in op.control_deps if d in needed) for op in needed}
+        self.work = LoopWork()
 
     # -- driver ------------------------------------------------------------------
     def run(self, feeds: Mapping[Value, np.ndarray], fetches: Sequence[Value]) -> list[np.ndarray]:
@@ -117,8 +118,11 @@ class FrameExecutor:
         return state
 
     def _deliver_value(self, value: Value, ctx: Context, token: object) -> None:
-        """Record `value` in `ctx` and hand it to every needed consumer there."""
-        self.tokens[(value, ctx)] = token
+        """Hand `value` to every needed consumer in `ctx`, and record it if it is outside every loop
+        (only those can be fetched): a loop's values are not kept past their readers, so memory
+        does not grow with the iteration count."""
+        if not ctx:
+            self.tokens[(value, ctx)] = token
         for user, slot in value.uses:
             if user in self.needed:
                 state = self._state(user, ctx)
@@ -173,7 +177,10 @@ class FrameExecutor:
         elif state.control_dead or any(t is DEAD for t in inputs):
             self._emit(op, ctx, [DEAD] * len(op.results), dead=True)
         else:
-            self._emit(op, ctx, self._compute(op, inputs), dead=False)
+            outputs = self._compute(op, inputs)
+            if ctx:
+                self.work.add(outputs, lambda: f"loop '{ctx[-1][0]}' (node '{op.name}')")
+            self._emit(op, ctx, outputs, dead=False)
         del self.pending[(op, ctx)]
 
     def _compute(self, op: Op, inputs: list) -> list:

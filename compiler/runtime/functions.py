@@ -15,7 +15,7 @@ from compiler.errors import InputError
 from compiler.frontends.graphdef.functions import Function, function_names, lower_function
 from compiler.ir.attrs import FuncAttr
 from compiler.ir.graph import Op
-from compiler.limits import check_loop_iterations
+from compiler.limits import LoopWork, check_loop_iterations
 from compiler.runtime.op_eval import InterpreterError
 
 if TYPE_CHECKING:
@@ -79,10 +79,11 @@ class FunctionRunner:
     def _run_while(self, op: Op, inputs: list[np.ndarray]) -> list[np.ndarray]:
         cond, body = _func_name(op, "cond"), _func_name(op, "body")
         loop_vars = list(inputs)
-        iteration = 0
+        iteration, work = 0, LoopWork()
         while _truthy(self.call(cond, loop_vars, op)[0]):
             check_loop_iterations(iteration, f"node '{op.name}' ({op.type})")
             loop_vars = self.call(body, loop_vars, op)
+            work.add(loop_vars, lambda: f"node '{op.name}' ({op.type})")
             iteration += 1
         return loop_vars
 

@@ -499,6 +499,7 @@ def _names(flag: str, names: Sequence[str]) -> list[str]:
 # in milliseconds (the defaults are for real models: 4 GiB per tensor, 10^6 iterations).
 FUZZ_TENSOR_BYTES = 256 << 20
 FUZZ_LOOP_ITERATIONS = 10_000
+FUZZ_LOOP_BYTES = 1 << 30
 
 
 def run_case(case: FuzzCase, budget: float = 30.0) -> CaseResult:
@@ -506,7 +507,7 @@ def run_case(case: FuzzCase, budget: float = 30.0) -> CaseResult:
     import numpy as np
 
     # NaN weights and odd shapes make numpy warn; what counts here is how each command ends.
-    with resource_limits(FUZZ_TENSOR_BYTES, FUZZ_LOOP_ITERATIONS), np.errstate(all="ignore"):
+    with resource_limits(FUZZ_TENSOR_BYTES, FUZZ_LOOP_ITERATIONS, FUZZ_LOOP_BYTES), np.errstate(all="ignore"):
         return _run_commands(case, budget)
 
 
