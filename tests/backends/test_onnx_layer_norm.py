@@ -143,3 +143,12 @@ def test_the_fused_op_runs_in_the_interpreter_as_the_pattern_does():
     got = Interpreter(b.graph).run(feeds, [pattern.name, fused.name])
     np.testing.assert_allclose(got[fused.name], got[pattern.name], rtol=0,
                                atol=TOLERANCE * np.abs(got[pattern.name]).max())
+
+
+def test_an_output_other_ops_wait_on_hands_them_to_the_fused_op():
+    """Fuzz case 2656 (seed 11): a NoOp control-depends on the layer norm's output."""
+    b = Builder()
+    out = _layer_norm(b, b.input("x", [2, 8]), -1, np.ones(8, np.float32), np.zeros(8, np.float32))
+    b.graph.create_op("NoOp", "wait", control_deps=[out.op])
+    assert find_layer_norms(b.graph)
+    assert _export(b, [2, 8], out) == {"LayerNormalization": 1}

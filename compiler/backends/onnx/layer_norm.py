@@ -249,6 +249,7 @@ def _rewrite(graph: Graph, match: LayerNorm, named: Collection[str]) -> Value:
                             attrs={"T": dtype, "epsilon": match.epsilon}, result_types=[(dtype, out.results[0].shape)],
                             device=out.device, before=out)
     out.results[0].replace_all_uses_with(fused.results[0])
+    out.hand_control_users_to(fused)  # a NoOp waiting on the output now waits on the fused op
     graph.erase_op(out)
     erase_dead(graph, list(match.ops), set(named))
     graph.rename(fused, name)
