@@ -162,12 +162,12 @@ def _fuse(graph: Graph, match: DilatedConv) -> None:
 
 def _zero_pad(graph: Graph, match: DilatedConv, source: Value, before: Op) -> Value:
     """A Pad of the spatial axes by the chain's padding (Conv3D has no explicit padding)."""
-    amounts = np.asarray([(0, 0), *match.pads, (0, 0)], np.int32)
+    amounts = np.asarray([(0, 0), *match.pads, (0, 0)], np.int64)
     base = f"{match.batch_to_space.name}/dilated_pad"
     paddings = graph.create_op("Const", graph.unique_name(f"{base}/paddings"), attrs={
-        "dtype": DType.INT32, "value": Tensor.from_numpy(amounts, DType.INT32)}, device=match.conv.device, before=before)
+        "dtype": DType.INT64, "value": Tensor.from_numpy(amounts, DType.INT64)}, device=match.conv.device, before=before)
     pad = graph.create_op("Pad", graph.unique_name(base), [source, paddings.results[0]],
-                          attrs={"T": source.dtype, "Tpaddings": DType.INT32}, device=match.conv.device, before=before)
+                          attrs={"T": source.dtype, "Tpaddings": DType.INT64}, device=match.conv.device, before=before)
     return pad.results[0]
 
 

@@ -37,6 +37,7 @@ from compiler.rewrite.edit import erase_dead
 FUSED = "_MklLayerNorm"
 _TYPES = (DType.FLOAT, DType.HALF, DType.BFLOAT16)
 _ADDS = ("Add", "AddV2")
+_WIDEST = 1 << 24  # a wider "last axis" is a corrupt shape, not a layer: left alone
 
 
 @dataclass
@@ -159,7 +160,7 @@ def _statistics(x: Value, mean: Value, var: Value) -> Optional[_Part]:
 def _kept_single_axis(op: Op) -> Optional[int]:
     """The one axis a keep_dims Mean reduces, or None."""
     axes = const_array(op.operands[1]) if len(op.operands) == 2 else None
-    if axes is None or axes.size != 1 or not bool(op.attr("keep_dims", False)):
+    if axes is None or axes.size != 1 or axes.dtype.kind not in "iu" or not bool(op.attr("keep_dims", False)):
         return None
     return int(axes.reshape(()))
 
@@ -197,10 +198,12 @@ def find_layer_norms(graph: Graph, named: Collection[str] = ()) -> list[LayerNor
 def _resolved(match: LayerNorm, info: StaticInfo) -> bool:
     """The Means reduce x's last axis, of known width; eps, gamma and beta are constants that fit it."""
     dims = info.shape(match.x).dims
-    if not dims or dims[-1] is None or any(axis not in (-1, len(dims) - 1) for axis in match.axes):
+    if not dims or dims[-1] is None or dims[-1] > _WIDEST:
+        return False
+    if any(axis not in (-1, len(dims) - 1) for axis in match.axes):
         return False
     eps = info.constant(match.eps)
-    if eps is None or eps.size != 1:
+    if eps is None or eps.size != 1 or eps.dtype.kind != "f":
         return False
     match.epsilon = float(eps.reshape(()))
     width = dims[-1]

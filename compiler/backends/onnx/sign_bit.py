@@ -61,8 +61,9 @@ def _tested_float(less: Op) -> Optional[Value]:
 
 
 def _is_scalar(value: Value, number: int) -> bool:
+    """An integer constant of one element equal to `number`."""
     array = const_array(value)
-    return array is not None and array.size == 1 and int(array.reshape(())) == number
+    return array is not None and array.size == 1 and array.dtype.kind in "iu" and int(array.reshape(())) == number
 
 
 def rewrite_all(graph: Graph, named: Collection[str] = ()) -> int:

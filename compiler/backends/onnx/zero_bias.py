@@ -27,7 +27,7 @@ def _adds_zero(op: Op) -> bool:
     if len(op.operands) != 2 or op.control_users or op.operands[0].dtype != op.results[0].dtype:
         return False
     bias = const_array(op.operands[1])
-    return bias is not None and bias.ndim == 1 and not np.any(bias)
+    return bias is not None and bias.ndim == 1 and bias.dtype.kind in "fiuc" and not np.any(bias)
 
 
 def count_zero_biases(graph: Graph, named: Collection[str] = ()) -> int:
