@@ -229,7 +229,7 @@ def _may_fold(op: Op, fed: set[str], library: set[str]) -> bool:
     return kind == "Const" or kind in FORWARDING_OPS or has_kernel(kind)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=4096)  # bounded: a corrupt graph may name any number of op types
 def _never_folds(kind: str) -> bool:
     """Op types that never fold, whatever the op: asked once per type (the OpDef lookup is not free)."""
     return (kind in _NEVER_FOLD or kind in TF1_CONTROL_FLOW_OPS or kind in FUNCTIONAL_OPS or is_stateful(kind)
