@@ -18,6 +18,7 @@ loses a value.  The fused op takes the name of `out`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import product
 from typing import Collection, Optional
 
 import numpy as np
@@ -33,6 +34,8 @@ from compiler.ir.graph import Graph, IRError, Op, Value
 from compiler.ir.tensor import Tensor
 from compiler.rewrite.constants import const_array
 from compiler.rewrite.edit import erase_dead
+from compiler.rewrite import pattern
+from compiler.rewrite.pattern import OpPattern, any_value, used_outside
 
 FUSED = "_MklLayerNorm"
 _TYPES = (DType.FLOAT, DType.HALF, DType.BFLOAT16)
@@ -61,106 +64,60 @@ class LayerNorm:
 
 
 # -- matching ------------------------------------------------------------------------------------
-def _operand_pairs(op: Op, *types: str) -> list[tuple[Value, Value]]:
-    """(a, b) and (b, a) for a two-operand op of one of `types`; nothing otherwise."""
-    if op.type not in types or len(op.operands) != 2:
-        return []
-    a, b = op.operands
-    return [(a, b), (b, a)]
+def _keeps_dims(op: Op) -> bool:
+    return bool(op.attr("keep_dims", False))
 
 
-def _producer(value: Value, op_type: str) -> Optional[Op]:
-    op = value.op
-    return op if op.type == op_type and value.index == 0 else None
+def _spellings() -> tuple[OpPattern, ...]:
+    """The pattern once per spelling: with or without gamma, with or without StopGradient on the
+    mean, and the shift as -mean * s, -mean * s + beta or beta - mean * s.  Names bound twice
+    (x, mean, s) must be the same op or value each time."""
+    node = pattern.op
+    x = any_value("x")
+    mean = node("Mean", x, any_value(), name="mean", where=_keeps_dims)
+    found = []
+    for held, with_gamma, shift in product((True, False), (True, False), ("neg", "neg_beta", "sub")):
+        centre = node("StopGradient", mean) if held else mean
+        squared = node("SquaredDifference", x, centre, commutative=True)
+        variance = node("Mean", squared, any_value(), name="variance", where=_keeps_dims)
+        padded = node("Add|AddV2", variance, any_value("eps"), commutative=True)
+        inverse = node("Rsqrt", padded, name=None if with_gamma else "s")
+        s = node("Mul", inverse, any_value("gamma"), commutative=True, name="s") if with_gamma else inverse
+        if shift == "sub":
+            tail = node("Sub", any_value("beta"), node("Mul", mean, s, commutative=True))
+        else:
+            tail = node("Mul", node("Neg", mean), s, commutative=True)
+            if shift == "neg_beta":
+                tail = node("Add|AddV2", tail, any_value("beta"), commutative=True)
+        found.append(node("Add|AddV2", node("Mul", x, s, commutative=True), tail, commutative=True))
+    return tuple(found)
 
 
-@dataclass(frozen=True)
-class _Part:
-    """A matched piece: its ops, and the values it found."""
-
-    ops: frozenset
-    value: Optional[Value] = None      # var (of the scale), the mean (of the shift)
-    operand: Optional[Value] = None    # gamma (of the scale), beta (of the shift)
-    eps: Optional[Value] = None
-    axes: tuple = ()
+_SPELLINGS = _spellings()
 
 
-def _match(out: Op) -> Optional[LayerNorm]:
-    for scaled, shift in _operand_pairs(out, *_ADDS):
-        mul = _producer(scaled, "Mul")
-        for x, s in _operand_pairs(mul, "Mul") if mul is not None else []:
-            scale = _scale(s)
-            centre = None if scale is None else _shift(shift, s)
-            stats = None if centre is None else _statistics(x, centre.value, scale.value)
-            if stats is not None:
-                ops = {mul} | scale.ops | centre.ops | stats.ops
-                return LayerNorm(out, x, scale.eps, scale.operand, centre.operand, ops, stats.axes)
+def _match(out: Op, named: Collection[str]) -> Optional[LayerNorm]:
+    """The layer norm `out` ends, when every op of it but `out` is read, awaited and named only
+    inside it."""
+    for spelling in _SPELLINGS:
+        m = pattern.match(spelling, out)
+        if m is None:
+            continue
+        ops = {covered for covered in m.ops if covered is not out}
+        if used_outside(m) or any(covered.name in named or covered.control_deps for covered in ops):
+            return None
+        axes = (_kept_single_axis(m.op("mean")), _kept_single_axis(m.op("variance")))
+        if None in axes:
+            return None
+        gamma, beta = (m.value(name) if name in m else None for name in ("gamma", "beta"))
+        return LayerNorm(out, m.value("x"), m.value("eps"), gamma, beta, ops, axes)
     return None
 
 
-def _scale(s: Value) -> Optional[_Part]:
-    """s = Rsqrt(var + eps) [* gamma]: the ops, var, gamma and eps."""
-    rsqrt, gamma, ops = s, None, set()
-    for inv, g in _operand_pairs(s.op, "Mul"):
-        if _producer(inv, "Rsqrt") is not None:
-            rsqrt, gamma, ops = inv, g, {s.op}
-            break
-    op = _producer(rsqrt, "Rsqrt")
-    if op is None:
-        return None
-    for var, eps in _operand_pairs(op.operands[0].op, *_ADDS):
-        if _producer(var, "Mean") is not None:
-            return _Part(frozenset(ops | {op, op.operands[0].op}), var, gamma, eps)
-    return None
-
-
-def _shift(shift: Value, s: Value) -> Optional[_Part]:
-    """-mean * s [+ beta], or beta - mean * s: the ops, the mean and beta."""
-    op = shift.op
-    if op.type == "Sub" and len(op.operands) == 2:
-        found = _mean_times(op.operands[1], s, negated=False)
-        return None if found is None else _Part(found.ops | {op}, found.value, op.operands[0])
-    found = _mean_times(shift, s, negated=True)
-    if found is not None:
-        return found
-    for product, beta in _operand_pairs(op, *_ADDS):
-        found = _mean_times(product, s, negated=True)
-        if found is not None:
-            return _Part(found.ops | {op}, found.value, beta)
-    return None
-
-
-def _mean_times(product: Value, s: Value, negated: bool) -> Optional[_Part]:
-    """`(-)mean * s`: the ops and the mean (a Mean's result)."""
-    for m, other in _operand_pairs(product.op, "Mul"):
-        neg = _producer(m, "Neg") if negated else None
-        source = neg.operands[0] if neg is not None else m
-        if other is s and (neg is not None or not negated) and _producer(source, "Mean") is not None:
-            return _Part(frozenset({product.op} | ({neg} if neg is not None else set())), source)
-    return None
-
-
-def _statistics(x: Value, mean: Value, var: Value) -> Optional[_Part]:
-    """mean = Mean(x, axis), var = Mean(SquaredDifference(x, [StopGradient] mean), axis), one axis each
-    (whether it is x's last is for `find_layer_norms` to say, which knows shapes)."""
-    var_op = _producer(var, "Mean")
-    if var_op is None or mean.op.operands[0] is not x:
-        return None
-    axes = (_kept_single_axis(mean.op), _kept_single_axis(var_op))
-    if None in axes:
-        return None
-    diff = var_op.operands[0].op
-    for a, b in _operand_pairs(diff, "SquaredDifference"):
-        held = _producer(b, "StopGradient")
-        if a is x and (b is mean or (held is not None and held.operands[0] is mean)):
-            return _Part(frozenset({mean.op, var_op, diff} | ({held} if held is not None else set())), axes=axes)
-    return None
-
-
-def _kept_single_axis(op: Op) -> Optional[int]:
-    """The one axis a keep_dims Mean reduces, or None."""
-    axes = const_array(op.operands[1]) if len(op.operands) == 2 else None
-    if axes is None or axes.size != 1 or axes.dtype.kind not in "iu" or not bool(op.attr("keep_dims", False)):
+def _kept_single_axis(mean: Op) -> Optional[int]:
+    """The one axis a Mean reduces, when its axes are one constant integer; else None."""
+    axes = const_array(mean.operands[1])
+    if axes is None or axes.size != 1 or axes.dtype.kind not in "iu":
         return None
     return int(axes.reshape(()))
 
@@ -179,12 +136,14 @@ def _vector(array: Optional[np.ndarray], width: int) -> Optional[np.ndarray]:
 def find_layer_norms(graph: Graph, named: Collection[str] = ()) -> list[LayerNorm]:
     """Every layer norm over its input's last axis; shapes and constants are analysed only when
     the pattern occurs."""
+    if not any(op.type == "SquaredDifference" for op in graph):
+        return []  # every spelling has one: a graph without it is not worth trying twelve patterns on
     candidates = []
     for op in graph:
         if op.type in _ADDS and op.results[0].dtype in _TYPES:
-            match = _match(op)
-            if match is not None and _self_contained(match, named):
-                candidates.append(match)
+            found = _match(op, named)
+            if found is not None:
+                candidates.append(found)
     if not candidates:
         return []
     wanted = [v for m in candidates for v in (m.x, m.eps, m.gamma, m.beta) if v is not None]
@@ -210,16 +169,6 @@ def _resolved(match: LayerNorm, info: StaticInfo) -> bool:
     match.scale = np.ones(width) if match.gamma is None else _vector(info.constant(match.gamma), width)
     match.offset = np.zeros(width) if match.beta is None else _vector(info.constant(match.beta), width)
     return match.scale is not None and match.offset is not None
-
-
-def _self_contained(match: LayerNorm, named: Collection[str]) -> bool:
-    """Nothing outside the pattern reads its intermediates."""
-    for op in match.ops:
-        if op.name in named or op.control_users or op.control_deps:
-            return False
-        if any(user not in match.ops and user is not match.out for value in op.results for user, _ in value.uses):
-            return False
-    return True
 
 
 def count_layer_norms(graph: Graph, named: Collection[str] = ()) -> int:
