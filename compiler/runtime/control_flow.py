@@ -70,7 +70,7 @@ class FrameExecutor:
     def __init__(self, needed: set[Op], compute: Compute) -> None:
         self.needed = needed
         self.compute = compute
-        self.tokens: dict[tuple[Value, Context], object] = {}
+        self.tokens: dict[Value, object] = {}  # values outside every loop: the ones a fetch can read
         self.pending: dict[tuple[Op, Context], _Pending] = {}
         self.frames: dict[tuple[Context, str], _Frame] = {}
         self.queue: deque[tuple[Op, Context]] = deque()
@@ -100,7 +100,7 @@ class FrameExecutor:
             self._fire(op, ctx)
 
     def _fetch(self, value: Value) -> np.ndarray:
-        token = self.tokens.get((value, ()))
+        token = self.tokens.get(value)
         if token is None:
             raise InterpreterError(f"fetch '{value.name}' was never computed (it is inside a loop or "
                                    f"depends on a value that never arrived)")
@@ -122,7 +122,7 @@ class FrameExecutor:
         (only those can be fetched): a loop's values are not kept past their readers, so memory
         does not grow with the iteration count."""
         if not ctx:
-            self.tokens[(value, ctx)] = token
+            self.tokens[value] = token
         for user, slot in value.uses:
             if user in self.needed:
                 state = self._state(user, ctx)
