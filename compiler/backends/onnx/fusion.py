@@ -122,6 +122,19 @@ def zero_pad_source(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tupl
     return pad.operands[0], [(int(amounts[a][0]), int(amounts[a][1])) for a in spatial_axes]
 
 
+def fold_zero_pad(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tuple[int, ...],
+                  pads: Optional[list[tuple[int, int]]], rank: int = 4
+                  ) -> tuple[Value, Optional[list[tuple[int, int]]]]:
+    """`x` and the conv's `pads`, or, when the padding is known and `x` is a zero Pad `conv` alone
+    reads (`zero_pad_source`), the Pad's input and the pads grown by the Pad's."""
+    source = zero_pad_source(ctx, conv, x, spatial_axes, rank) if pads is not None else None
+    if source is None:
+        return x, pads
+    inner, extra = source
+    ctx.stats["pad_into_conv"] += 1
+    return inner, [(b + eb, a + ea) for (b, a), (eb, ea) in zip(pads, extra)]  # type: ignore[arg-type]
+
+
 def flatten_concat(ctx: LoweringContext, op: Op, values: Sequence[Value], tensors: Sequence[str], axis: int
                    ) -> list[str]:
     """Concat inputs with any inner Concat along the same stored axis spliced in (Inception's

@@ -16,7 +16,7 @@ from compiler.analysis.window import DataFormat, data_format, explicit_pairs, sa
 from compiler.backends.onnx import conv1d, layout
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.fusion import zero_pad_source
+from compiler.backends.onnx.fusion import fold_zero_pad
 from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.ops_array import emit_pad, stored_pairs
 from compiler.backends.onnx.ops_image import emit_resize
@@ -163,11 +163,7 @@ def _conv2d(ctx: LoweringContext, op: Op) -> None:
     if flat is not None:
         conv1d.bind_flat(ctx, op.results[0], emit_conv(ctx, op, flat[0], 1, depthwise, fmt, flat[1], group, True))
         return
-    source = zero_pad_source(ctx, op, x, fmt.spatial_axes(4)) if pads is not None else None
-    if source is not None:
-        x, extra = source
-        pads = [(b + eb, a + ea) for (b, a), (eb, ea) in zip(pads, extra)]  # type: ignore[union-attr]
-        ctx.stats["pad_into_conv"] += 1
+    x, pads = fold_zero_pad(ctx, op, x, fmt.spatial_axes(4), pads)
     out = emit_conv(ctx, op, ctx.value_in(x, perm), 1, depthwise, fmt, pads, group)
     ctx.bind(op.results[0], out, perm)
 

@@ -17,7 +17,7 @@ from compiler.analysis.window import DataFormat, data_format
 from compiler.backends.onnx import layout
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.fusion import zero_pad_source
+from compiler.backends.onnx.fusion import fold_zero_pad
 from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.ops_conv import onnx_pad_attrs, transposed_end, window_pads
 from compiler.backends.onnx.ops_image import bind_stored, channels_first_operand
@@ -82,14 +82,9 @@ def _conv3d(ctx: LoweringContext, op: Op) -> None:
     filter_dims = ctx.shape(op.operands[1]).dims
     _check_depth(ctx, op, fmt, None if filter_dims is None else filter_dims[3])
     pads = window_pads(op, fmt, _spatial(ctx, op, fmt), kernel, strides, dilations)
-    source = zero_pad_source(ctx, op, op.operands[0], fmt.spatial_axes(5), rank=5) if pads is not None else None
-    if source is not None:  # a zero Pad read only here (a dilated Conv3D's padding) becomes the Conv's
-        padded, extra = source
-        pads = [(b + eb, a + ea) for (b, a), (eb, ea) in zip(pads, extra)]
-        x = ctx.value_in(padded, perm)
-        ctx.stats["pad_into_conv"] += 1
-    else:
-        x = channels_first_operand(ctx, op, 0, perm)
+    # A zero Pad read only here (a dilated Conv3D's padding) becomes the Conv's.
+    source, pads = fold_zero_pad(ctx, op, op.operands[0], fmt.spatial_axes(5), pads, rank=5)
+    x = channels_first_operand(ctx, op, 0, perm) if source is op.operands[0] else ctx.value_in(source, perm)
     out = ctx.emit1(op, "Conv", [x, weight], kernel_shape=kernel, strides=strides, dilations=dilations,
                     **onnx_pad_attrs(pads))
     bind_stored(ctx, op, out, perm)
