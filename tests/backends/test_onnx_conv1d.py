@@ -1,7 +1,7 @@
 """Keras' 1-D layers export as 1-D ONNX windows (compiler/backends/onnx/conv1d.py).
 
-TF spells Conv1D, SeparableConv1D and the 1-D pools as ExpandDims -> 2-D op ->
-Squeeze (and a dilated or causal Conv1D with Pad/SpaceToBatchND around it).
+TF spells Conv1D, SeparableConv1D, Conv1DTranspose and the 1-D pools as
+ExpandDims -> 2-D op -> Squeeze (and a dilated or causal Conv1D with Pad/SpaceToBatchND around it).
 The export must hold one ONNX node per layer, with the bias on the Conv and
 nothing (no Unsqueeze, Squeeze, Transpose or Reshape) between two convs, pass
 the full checker and match TF within 1e-4 of the output's largest magnitude.
@@ -55,14 +55,15 @@ def _keras_export(build: Callable, input_shape: tuple[int, ...], seed: int) -> t
 
 
 def _between_convs(model: onnx.ModelProto) -> list[list[str]]:
-    """The op types on the data path from each Conv back to the Conv before it (if any)."""
+    """The op types on the data path from each (transposed) Conv back to the one before it (if any)."""
     producers = {out: node for node in model.graph.node for out in node.output}
     paths = []
+    convs = ("Conv", "ConvTranspose")
     for node in model.graph.node:
-        if node.op_type != "Conv":
+        if node.op_type not in convs:
             continue
         path, current = [], producers.get(node.input[0])
-        while current is not None and current.op_type != "Conv":
+        while current is not None and current.op_type not in convs:
             path.append(current.op_type)
             current = producers.get(current.input[0])
         if current is not None:
@@ -105,7 +106,19 @@ def _separable_stack(x):
     return layers.MaxPooling1D(3, strides=2, padding="same")(x)
 
 
+def _transposed_stack(x):
+    """Conv1DTranspose: stride 2 same, stride 3 valid with output padding, dilated, then a Conv1D."""
+    from keras import layers
+
+    x = layers.Conv1DTranspose(5, 3, strides=2, padding="same", activation="relu", **_bias())(x)
+    x = layers.Conv1DTranspose(4, 4, strides=3, padding="valid", output_padding=1, **_bias())(x)
+    x = layers.Conv1DTranspose(4, 3, dilation_rate=2, padding="same", **_bias())(x)
+    return layers.Conv1D(3, 3, **_bias())(x)
+
+
 @pytest.mark.parametrize("build, input_shape, seed, expected", [
+    (_transposed_stack, (7, 3), 25, ["Transpose", "ConvTranspose", "Relu", "ConvTranspose", "ConvTranspose", "Conv",
+                                     "Transpose"]),
     (_zoo_stack, (16, 4), 21, ["Transpose", "Conv", "Relu", "Conv", "Conv", "Conv", "MaxPool", "ReduceMean", "Gemm"]),
     (_strided_stack, (19, 3), 22, ["Transpose", "Conv", "Conv", "Conv", "AveragePool", "Transpose"]),
     (_separable_stack, (15, 4), 23, ["Transpose", "Conv", "Conv", "Relu", "Conv", "Tanh", "Conv", "Conv", "MaxPool",

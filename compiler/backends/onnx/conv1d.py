@@ -1,8 +1,8 @@
 """Keras' 1-D layers (Conv1D, SeparableConv1D, pooling 1D) as 1-D ONNX windows.
 
 TF has no 1-D conv or pool kernel: Keras adds a unit height axis
-(ExpandDims), runs the 2-D op with a window one pixel high, and removes the
-axis again (Squeeze).  Lowered op by op that is an Unsqueeze and a Squeeze
+(ExpandDims), runs the 2-D op (Conv1DTranspose: the 2-D input gradient) with a
+window one pixel high, and removes the axis again (Squeeze).  Lowered op by op that is an Unsqueeze and a Squeeze
 around every layer, and the BiasAdd after the Squeeze cannot reach the Conv's
 bias input.  ONNX's Conv and pools take N·C·W as readily as N·C·H·W, so a
 window one pixel high over such a tensor runs 1-D on the N·C·W tensor:
@@ -37,16 +37,16 @@ NCHW = layout.channels_first(4)
 
 
 def flat_operand(ctx: LoweringContext, op: Op, kernel: Sequence[int], strides: Sequence[int],
-                 dilations: Sequence[int], pads: Optional[Pairs], fold_pad: bool = False
+                 dilations: Sequence[int], pads: Optional[Pairs], fold_pad: bool = False, operand: int = 0
                  ) -> Optional[tuple[str, Optional[Pairs]]]:
-    """(operand 0 of window `op` as an N·C·W tensor, the width padding) when the window is one
-    pixel high over TF's added height axis; None when `op` must run 2-D.  With `fold_pad` (a conv,
-    whose padding is zeros) a zero Pad of the width in front of the ExpandDims joins the padding."""
+    """(the image operand of window `op` as an N·C·W tensor, the width padding) when the window is
+    one pixel high over TF's added height axis; None when `op` must run 2-D.  With `fold_pad` (a
+    conv, whose padding is zeros) a zero Pad of the width in front of the ExpandDims joins the padding."""
     if not data_format(op.attr("data_format")).channels_last or (kernel[0], strides[0], dilations[0]) != (1, 1, 1):
         return None
     if pads is not None and pads[0] != (0, 0):
         return None
-    x = op.operands[0]
+    x = op.operands[operand]
     width = None if pads is None else [pads[1]]
     if x in ctx.flat:
         tensor = ctx.flat[x]

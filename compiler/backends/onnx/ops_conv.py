@@ -260,11 +260,19 @@ def _conv2d_backprop_input(ctx: LoweringContext, op: Op) -> None:
     pairs = window_pads(op, fmt, spatial, kernel, strides, dilations)
     ends = [transposed_end(size, k, s, d, *pair)
             for size, k, s, d, pair in zip(spatial, kernel, strides, dilations, pairs)]  # type: ignore[arg-type]
-    weight, _, _ = conv_filter(ctx, op, 1, False)
-    out = ctx.emit1(op, "ConvTranspose", [ctx.operand(op, 2, perm), weight], kernel_shape=kernel, strides=strides,
+    flat = conv1d.flat_operand(ctx, op, kernel, strides, dilations, pairs, operand=2) \
+        if spatial[0] == 1 and ctx.is_constant(op.operands[1]) else None
+    if flat is not None:  # Keras' Conv1DTranspose: run 1-D on the N·C·W tensor
+        kernel, strides, dilations, pairs, ends = kernel[1:], strides[1:], dilations[1:], pairs[1:], ends[1:]
+    weight, _, _ = conv_filter(ctx, op, 1, False, flat=flat is not None)
+    x = ctx.operand(op, 2, perm) if flat is None else flat[0]
+    out = ctx.emit1(op, "ConvTranspose", [x, weight], kernel_shape=kernel, strides=strides,
                     dilations=dilations, pads=[b for b, _ in pairs] + [e for e, _ in ends],  # type: ignore[union-attr]
                     output_padding=[extra for _, extra in ends])
-    ctx.bind(op.results[0], out, perm)
+    if flat is not None:
+        conv1d.bind_flat(ctx, op.results[0], out)
+    else:
+        ctx.bind(op.results[0], out, perm)
 
 
 # -- pools -------------------------------------------------------------------------
