@@ -14,6 +14,7 @@ from typing import Iterable, Mapping, Optional, Union
 import numpy as np
 
 from compiler.analysis.const_eval import MAX_ELEMENTS, PASS_THROUGH_OPS, evaluate, is_evaluable
+from compiler.analysis.partial import Partial, of_shape, partial_results
 from compiler.analysis.rules import SHAPE_RULES, OpFacts
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
@@ -23,6 +24,7 @@ from compiler.runtime.kernels.registry import KernelError
 
 ConstantLike = Union[Tensor, np.ndarray]
 _SHAPE_OPS = ("Shape", "Size", "Rank")
+_INTEGERS = (DType.INT32, DType.INT64)  # what shapes are computed in
 
 
 @dataclass
@@ -32,6 +34,7 @@ class StaticInfo:
     shapes: dict[Value, Shape] = field(default_factory=dict)
     dtypes: dict[Value, Optional[DType]] = field(default_factory=dict)
     constants: dict[Value, ConstantLike] = field(default_factory=dict)
+    partials: dict[Value, Partial] = field(default_factory=dict)  # int vectors with some elements known
 
     def shape(self, value: Value) -> Shape:
         return self.shapes.get(value, value.shape)
@@ -54,6 +57,14 @@ class StaticInfo:
             found = found.numpy()
             self.constants[value] = found
         return found
+
+    def known_ints(self, value: Value) -> Optional[list[Optional[int]]]:
+        """An integer value's elements, flattened, None where only run time knows them."""
+        array = self.constant(value)
+        if array is not None:
+            return [int(v) for v in np.asarray(array).reshape(-1)] if np.asarray(array).dtype.kind in "iu" else None
+        found = self.partials.get(value)
+        return None if found is None else found.ints()
 
 
 def analyze(ops: Iterable[Op], inputs: Mapping[Value, Optional[Shape]] = (),
@@ -107,14 +118,39 @@ def _analyze_op(info: StaticInfo, op: Op) -> None:
         _record_constant(info, op.results[0], op.attrs["value"])
         return
     facts = OpFacts(op, [info.shape(v) for v in op.operands], [info.dtype(v) for v in op.operands],
-                    lambda i: info.constant(op.operands[i]))
+                    lambda i: info.constant(op.operands[i]), lambda i: info.known_ints(op.operands[i]))
     shapes = _rule_shapes(facts)
     for value, shape in zip(op.results, shapes):
         info.shapes[value] = merge_shapes(shape, value.shape)
         info.dtypes[value] = value.dtype
-    for value, array in zip(op.results, _constant_results(info, op) or ()):
+    constants = _constant_results(info, op)
+    for value, array in zip(op.results, constants or ()):
         if array is not None:
             _record_constant(info, value, array)
+    if not constants or all(array is None for array in constants):
+        _record_partials(info, op)
+
+
+def _record_partials(info: StaticInfo, op: Op) -> None:
+    """Partly known integer results (see compiler.analysis.partial); fully known ones become constants."""
+    if not any(value.dtype in _INTEGERS for value in op.results):
+        return
+    if op.type == "Shape" and op.operands:
+        found = [of_shape(info.shape(op.operands[0]))]
+    elif not info.partials:
+        return  # partial knowledge starts at a Shape; a graph with none (a fixed batch) pays nothing more
+    else:
+        try:
+            found = partial_results(op, info.constant, info.partials.get, info.shape)
+        except (ValueError, IndexError, TypeError, KeyError, ArithmeticError, KernelError):
+            found = None
+    for value, result in zip(op.results, found or ()):
+        if result is None or value.dtype not in _INTEGERS:
+            continue
+        if result.known.all():
+            _record_constant(info, value, result.values.astype(value.dtype.to_numpy()))
+        else:
+            info.partials[value] = result
 
 
 def _rule_shapes(facts: OpFacts) -> list[Shape]:

@@ -38,11 +38,16 @@ def test_a_slice_whose_size_depends_on_the_unknown_dim_stays_unknown() -> None:
     assert _shape_of(b, out) == (None, 5)
 
 
-def test_fill_with_a_shape_of_known_length() -> None:
+def test_fill_with_a_shape_read_at_run_time() -> None:
+    """Shape's known elements carry over (compiler.analysis.partial); a length-only shape gives the rank."""
     b = Builder()
     x = b.input("x", [None, 3])
     shape = b("Shape", x, out_type=DType.INT32)
     out = b("Fill", shape, b.const(np.float32(0)), index_type=DType.INT32)
+    assert _shape_of(b, out) == (None, 3)
+    b = Builder()
+    dims = b.input("dims", [2], dtype=DType.INT32)
+    out = b("Fill", dims, b.const(np.float32(0)), index_type=DType.INT32)
     assert _shape_of(b, out) == (None, None)
 
 

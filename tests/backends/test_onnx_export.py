@@ -455,10 +455,12 @@ def test_synthetic_graph_matches_interpreter(case: str):
 
 @pytest.mark.parametrize("opset", [17, 18])
 def test_resize_of_unknown_batch(opset: int):
-    """Resize needs sizes for every axis: an unknown batch size is read at run time."""
+    """Resize sizes cover every axis: an unknown batch size is read at run time where no scale
+    stands for the size exactly (nearest 5 -> 7; tests/backends/test_onnx_dynamic_batch.py has
+    the cases that take scales)."""
     b = Builder()
     x = b.input("x", [None, 5, 5, 2])
-    y = b("ResizeBilinear", x, b.const(np.asarray([7, 3], np.int32)), name="y")
+    y = b("ResizeNearestNeighbor", x, b.const(np.asarray([7, 3], np.int32)), name="y", half_pixel_centers=True)
     result = export_with_report(b.graph, ["x"], [y.name], opset=opset)
     assert {"Shape", "Slice", "Concat", "Resize"} <= set(result.report.op_counts)
     feeds = {"x": np.random.default_rng(5).standard_normal((2, 5, 5, 2)).astype(np.float32)}
@@ -466,18 +468,22 @@ def test_resize_of_unknown_batch(opset: int):
     np.testing.assert_allclose(run_onnx(result.model, feeds)["y"], expected, rtol=1e-5, atol=1e-6)
 
 
-def test_run_time_shapes_for_dynamic_batch():
-    """Flatten with an unknown batch: Shape/StridedSlice/Pack are computed in the model."""
+@pytest.mark.parametrize("height, computed", [(None, True), (4, False)])
+def test_run_time_shapes_for_dynamic_batch(height, computed):
+    """Flatten with an unknown batch (and height): Shape/StridedSlice/Pack are computed in the
+    model, unless every size but one is known, when the target is a constant with -1."""
     b = Builder()
-    x = b.input("x", [None, 4, 4, 2])
+    x = b.input("x", [None, height, 4, 2])
     y = b("Relu", b("Conv2D", x, b.const(_weights(np.random.default_rng(1), 1, 1, 2, 3)), strides=[1, 1, 1, 1],
                     padding="SAME"))
     batch = b("StridedSlice", b("Shape", y, out_type=DType.INT32), b.const(np.asarray([0], np.int32)),
               b.const(np.asarray([1], np.int32)), b.const(np.asarray([1], np.int32)), shrink_axis_mask=1,
               Index=DType.INT32)
-    flat = b("Reshape", y, b("Pack", batch, b.const(np.int32(-1)), N=2), Tshape=DType.INT32)
+    width = -1 if height is None else 4 * 4 * 3  # Keras' Flatten states the width when it knows it
+    flat = b("Reshape", y, b("Pack", batch, b.const(np.int32(width)), N=2), Tshape=DType.INT32)
     result = export_with_report(b.graph, ["x"], [flat.name])
-    assert {"Shape", "Gather", "Reshape"} <= set(result.report.op_counts)
+    assert ({"Shape", "Gather"} <= set(result.report.op_counts)) == computed
+    assert ("Shape" in result.report.op_counts) == computed and "Reshape" in result.report.op_counts
     feeds = {"x": np.random.default_rng(2).standard_normal((3, 4, 4, 2)).astype(np.float32)}
     expected = Interpreter(b.graph).run(feeds, [flat.name])[flat.name]
     np.testing.assert_allclose(run_onnx(result.model, feeds)[flat.name], expected, rtol=1e-5, atol=1e-6)

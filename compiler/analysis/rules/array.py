@@ -21,9 +21,11 @@ def _placeholder(facts: OpFacts) -> Optional[list[Shape]]:
 
 @shape_rule("Reshape")
 def _reshape(facts: OpFacts) -> Optional[list[Shape]]:
-    target = facts.ints(1)
+    target = facts.known_ints(1)
     if target is None:
         return None
+    if None in target:  # computed at run time around a dynamic batch: the rank and the known sizes
+        return [Shape(tuple(None if d is None or d < 0 else d for d in target))]
     dims: list[Optional[int]] = [None if d < 0 else d for d in target]
     if target.count(-1) == 1:
         total = facts.shapes[0].num_elements
@@ -185,7 +187,7 @@ _SHAPE_OPERAND = {"Fill": 0, "BroadcastTo": 1}
 def _shape_from_operand(facts: OpFacts) -> Optional[list[Shape]]:
     """The shape operand's value; when only its length is known, that many unknown dims."""
     index = _SHAPE_OPERAND[facts.op.type]
-    dims = facts.ints(index)
+    dims = facts.known_ints(index)
     if dims is not None:
         return [Shape(tuple(dims))]
     length = facts.dims(index)

@@ -42,7 +42,7 @@ def _pool3d(facts: OpFacts) -> Optional[list[Shape]]:
 def _backprop_input(facts: OpFacts) -> Optional[list[Shape]]:
     """A transposed conv's result has the shape its `input_sizes` operand states."""
     rank = 5 if facts.op.type.startswith("Conv3D") else 4
-    sizes = facts.ints(0)
+    sizes = facts.known_ints(0)
     return [Shape(tuple(sizes)) if sizes is not None and len(sizes) == rank else Shape((None,) * rank)]
 
 

@@ -26,6 +26,13 @@ class OpFacts:
     shapes: Sequence[Shape]
     dtypes: Sequence[Optional[DType]]
     constant: Callable[[int], Optional[np.ndarray]]
+    known: Callable[[int], Optional[list[Optional[int]]]] = lambda index: None
+
+    def known_ints(self, index: int) -> Optional[list[Optional[int]]]:
+        """Operand `index` as a flat list of ints, None for elements only run time knows
+        (a batch read with Shape); None when nothing about its elements is known."""
+        found = self.known(index)
+        return found if found is not None else self.ints(index)
 
     def attr(self, name: str, default: Any = None) -> Any:
         """An attribute, falling back to the OpDef default, then to `default`."""

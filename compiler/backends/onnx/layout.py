@@ -81,8 +81,9 @@ def after_transpose(perm: Perm, tf_perm: Sequence[int], rank: int) -> Perm:
 
 
 def moves_only_unit_axes(dims: Sequence[Optional[int]], transpose: Sequence[int]) -> bool:
-    """Whether a Transpose of a tensor with stored `dims` keeps its bytes in order (a Reshape)."""
-    if any(d is None for d in dims):
+    """Whether a Transpose of a tensor with stored `dims` keeps its bytes in order (a Reshape).
+    One unknown extent (a dynamic batch) may take part: the Reshape's target reads -1 there."""
+    if sum(d is None for d in dims) > 1 or 0 in dims:
         return False
     order = [axis for axis in transpose if dims[axis] != 1]
     return order == sorted(order)
@@ -149,12 +150,12 @@ def _wanted(user: Op, index: int, role: Optional[str], own: int, prefs: Mapping[
 
 def convert(ctx: "LoweringContext", tensor: str, src: Perm, dst: Perm, logical: Sequence[Optional[int]]) -> str:
     """Emit the conversion of a runtime tensor between layouts: a Reshape when only
-    unit axes move and the shape is known, else a Transpose."""
+    unit axes move and the shape is known (but for one extent), else a Transpose."""
     rank = len(logical)
     transpose = between(src, dst, rank)
     stored = physical_dims(logical, src)
     tag = "nchw" if dst == channels_first(rank) else ("tf" if dst is None else "p" + "".join(map(str, dst)))
     if moves_only_unit_axes(stored, transpose):
-        target = ctx.ints(physical_dims(logical, dst), f"{tensor}/{tag}_shape")
+        target = ctx.ints([-1 if d is None else d for d in physical_dims(logical, dst)], f"{tensor}/{tag}_shape")
         return ctx.reshape(tensor, target, f"{tensor}/{tag}")
     return ctx.node("Transpose", [tensor], f"{tensor}/{tag}", perm=list(transpose))[0]

@@ -57,9 +57,10 @@ def _no_op(ctx: LoweringContext, op: Op) -> None:
 @lowers("Reshape")
 def _reshape(ctx: LoweringContext, op: Op) -> None:
     x = ctx.reshape_source(ctx.operand(op, 0))
-    out_shape = ctx.shape(op.results[0])
-    if out_shape.is_fully_defined:
-        target = ctx.ints(out_shape.dims, f"{op.name}/shape")  # type: ignore[arg-type]
+    dims = ctx.shape(op.results[0]).dims
+    if dims is not None and dims.count(None) <= 1 and all(d is None or d > 0 for d in dims):
+        # every size known but one (a dynamic batch): that one follows from the element count
+        target = ctx.ints([-1 if d is None else d for d in dims], f"{op.name}/shape")
     else:
         target = int64_operand(ctx, op, 1)
     ctx.bind(op.results[0], ctx.emit1(op, "Reshape", [x, target]))

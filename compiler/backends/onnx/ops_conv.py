@@ -219,21 +219,25 @@ def _fused_resize_pad_conv(ctx: LoweringContext, op: Op) -> None:
 
 
 # -- transposed convolutions ---------------------------------------------------------
-def _backprop_input_spatial(ctx: LoweringContext, op: Op, fmt: DataFormat) -> list[int]:
-    """The (height, width) of the input whose gradient is computed: from input_sizes (4 entries,
-    or just the 2 spatial ones) or, for V2, from the input tensor's static shape."""
+def backprop_input_spatial(ctx: LoweringContext, op: Op, fmt: DataFormat, rank: int) -> list[int]:
+    """The spatial sizes of the input whose gradient is computed: from input_sizes (`rank` entries,
+    or for 2-D just the 2 spatial ones) or, for Conv2DBackpropInputV2, from the input tensor's
+    shape.  The batch and channels may be known only at run time (input_sizes computed with
+    Shape around a dynamic batch); the spatial sizes must be static."""
     if op.type == "Conv2DBackpropInputV2":
         dims = ctx.shape(op.operands[0]).dims
-        if dims is None or any(d is None for d in dims):
-            raise UnsupportedOpError(op.type, op.name, "the input shape must be static")
-        sizes = [int(d) for d in dims]  # type: ignore[arg-type]
+        sizes = None if dims is None else list(dims)
     else:
-        sizes = [int(v) for v in ctx.const_operand(op, 0, "input_sizes").reshape(-1)]
-    if len(sizes) == 4:
-        return [sizes[a] for a in fmt.spatial_axes(4)]
-    if len(sizes) == 2:
-        return sizes
-    raise UnsupportedOpError(op.type, op.name, f"input_sizes {sizes} must have 2 or 4 entries")
+        sizes = ctx.info.known_ints(op.operands[0])
+        if sizes is None:
+            sizes = [int(v) for v in ctx.const_operand(op, 0, "input_sizes").reshape(-1)]
+    if sizes is not None and len(sizes) == rank:
+        sizes = [sizes[a] for a in fmt.spatial_axes(rank)]
+    elif sizes is None or rank != 4 or len(sizes) != 2:
+        raise UnsupportedOpError(op.type, op.name, f"input_sizes {sizes} must have {rank} entries")
+    if None in sizes:
+        raise UnsupportedOpError(op.type, op.name, "the input's spatial sizes must be static")
+    return [int(s) for s in sizes]  # type: ignore[arg-type]
 
 
 def transposed_end(size: int, window: int, stride: int, dilation: int, before: int, after: int) -> tuple[int, int]:
@@ -250,7 +254,7 @@ def _conv2d_backprop_input(ctx: LoweringContext, op: Op) -> None:
     """Conv2D's input gradient is ONNX ConvTranspose, channels-first: the HWIO filter read as OIHW
     is ConvTranspose's (C_in, C_out, kH, kW) weight, TF's forward padding becomes its pads."""
     fmt, perm = _format(op)
-    spatial = _backprop_input_spatial(ctx, op, fmt)
+    spatial = backprop_input_spatial(ctx, op, fmt, 4)
     filter_dims = ctx.shape(op.operands[1]).dims
     if filter_dims is None or None in filter_dims:
         raise UnsupportedOpError(op.type, op.name, "the filter shape must be static")

@@ -146,10 +146,17 @@ def _unchanged_operand(ctx: LoweringContext, op: Op) -> Optional[Value]:
         constant, x = ctx.constant(op.operands[i]), op.operands[1 - i]
         if constant is None or ctx.is_constant(x) or not (constant == element).all():
             continue
-        out = ctx.shape(op.results[0])
-        if out.is_fully_defined and out == ctx.shape(x) and ctx.dtype(x) == ctx.dtype(op.results[0]):
+        if _broadcasts_into(constant.shape, ctx.shape(x).dims) and ctx.dtype(x) == ctx.dtype(op.results[0]):
             return x
     return None
+
+
+def _broadcasts_into(small: tuple[int, ...], dims: Optional[tuple[Optional[int], ...]]) -> bool:
+    """Whether broadcasting a constant of shape `small` against `dims` leaves `dims` as they are
+    (an unknown dimension, such as a dynamic batch, only meets 1s)."""
+    if dims is None or len(small) > len(dims):
+        return False
+    return all(s == 1 or s == d for s, d in zip(small[::-1], dims[::-1]))
 
 
 @lowers(*BINARY, layout=AGNOSTIC)

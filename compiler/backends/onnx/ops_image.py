@@ -58,15 +58,63 @@ def _sizes(ctx: LoweringContext, op: Op, x: str, sizes: Sequence[Optional[int]])
     return ctx.helper1(op, "sizes", "Concat", parts, axis=0)
 
 
+def exact_scales(in_sizes: Sequence[Optional[int]], out_sizes: Sequence[int], coordinates: str = "half_pixel",
+                 rounding: Optional[str] = None) -> Optional[list[float]]:
+    """Resize scales that compute what sizes `out_sizes` would, or None.
+
+    Given scales, onnxruntime sizes the output as float32(scale * in), truncated, and ONNX's
+    shape inference as floor(scale * in) in double; given sizes, both map coordinates with
+    the float32 ratio out / in.  A ratio exact in float32 does all of this identically; an
+    inexact one is replaced by the float32 just above it, which moves coordinates by a unit in
+    the last place: interpolated values move by about 1e-6 of their range.  A nearest resize
+    (`rounding` given) takes it only when every output pixel still picks the same source pixel."""
+    scales = []
+    for before, after in zip(in_sizes, out_sizes):
+        if before is None or before <= 0 or after <= 0:
+            return None
+        ratio = scale = np.float32(after) / np.float32(before)
+        while float(scale) * before < after:
+            scale = np.nextafter(scale, np.float32(np.inf))
+        if float(scale) * before >= after + 1 or float(scale * np.float32(before)) >= after + 1:
+            return None
+        if rounding is not None and scale != ratio and not _same_sources(after, ratio, scale, coordinates, rounding):
+            return None
+        scales.append(float(scale))
+    return scales
+
+
+def _same_sources(size: int, ratio: np.float32, scale: np.float32, coordinates: str, rounding: str) -> bool:
+    """Whether nearest picks the same source pixels with `scale` as with `ratio` (float32, as
+    onnxruntime computes them); aligned corners place pixels without the scale."""
+    x = np.arange(size, dtype=np.float32)
+    half = np.float32(0.5)
+    if coordinates == "align_corners":
+        return True
+    if coordinates == "half_pixel":
+        places = [(x + half) / s - half for s in (ratio, scale)]
+    else:
+        places = [x / s for s in (ratio, scale)]
+    pick = np.floor if rounding == "floor" else (lambda v: np.floor(v + half))  # round_prefer_ceil
+    return bool(np.array_equal(pick(places[0]), pick(places[1])))
+
+
 def emit_resize(ctx: LoweringContext, op: Op, x: str, stored_dims: Sequence, size: Sequence[int], mode: str,
                 align_corners: bool, half_pixel: bool, suffix: str | None = None, **extra: object) -> str:
-    """Resize the H, W axes (stored at 2, 3) of an NCHW tensor `x` to `size` (`extra`: more Resize attributes)."""
-    sizes = _sizes(ctx, op, x, [stored_dims[0], stored_dims[1], size[0], size[1]])
+    """Resize the H, W axes (stored at 2, 3) of an NCHW tensor `x` to `size` (`extra`: more Resize attributes).
+
+    With the batch or channels known only at run time (a dynamic batch), the Resize takes
+    constant scales where they stand for the sizes exactly, instead of sizes read with Shape."""
     attrs: dict[str, object] = {"mode": mode, "coordinate_transformation_mode": coordinate_mode(align_corners, half_pixel),
                                 **extra}
     if mode == "nearest":
         attrs["nearest_mode"] = nearest_mode(align_corners, half_pixel)
-    inputs = [x, "", "", sizes]
+    scales = None if None not in stored_dims[:2] else exact_scales(
+        stored_dims[2:4], size, str(attrs["coordinate_transformation_mode"]),
+        str(attrs["nearest_mode"]) if mode == "nearest" else None)
+    if scales is not None:
+        inputs = [x, "", ctx.initializer(np.asarray([1.0, 1.0] + scales, np.float32), f"{op.name}/scales")]
+    else:
+        inputs = [x, "", "", _sizes(ctx, op, x, [stored_dims[0], stored_dims[1], size[0], size[1]])]
     if suffix is None:
         return ctx.emit1(op, "Resize", inputs, **attrs)
     return ctx.helper1(op, suffix, "Resize", inputs, **attrs)

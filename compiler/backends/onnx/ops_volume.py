@@ -19,7 +19,7 @@ from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.fusion import fold_zero_pad
 from compiler.backends.onnx.layout import Perm
-from compiler.backends.onnx.ops_conv import onnx_pad_attrs, transposed_end, window_pads
+from compiler.backends.onnx.ops_conv import backprop_input_spatial, onnx_pad_attrs, transposed_end, window_pads
 from compiler.backends.onnx.ops_image import bind_stored, channels_first_operand
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.graph import Op
@@ -90,20 +90,13 @@ def _conv3d(ctx: LoweringContext, op: Op) -> None:
     bind_stored(ctx, op, out, perm)
 
 
-def _input_sizes(ctx: LoweringContext, op: Op, fmt: DataFormat) -> list[int]:
-    sizes = [int(v) for v in ctx.const_operand(op, 0, "input_sizes").reshape(-1)]
-    if len(sizes) != 5:
-        raise UnsupportedOpError(op.type, op.name, f"input_sizes {sizes} must have 5 entries")
-    return [sizes[a] for a in fmt.spatial_axes(5)]
-
-
 @lowers("Conv3DBackpropInputV2")
 def _conv3d_backprop_input(ctx: LoweringContext, op: Op) -> None:
     """Conv3D's input gradient is ConvTranspose: the DHWIO filter read as OIDHW is its
     (C_in, C_out, kD, kH, kW) weight; TF's forward padding becomes its pads, and what the
     forward stride left uncovered at the end becomes output_padding."""
     fmt, perm = _format(op)
-    spatial = _input_sizes(ctx, op, fmt)
+    spatial = backprop_input_spatial(ctx, op, fmt, 5)
     strides, dilations = volume_attr(op, fmt, "strides"), volume_attr(op, fmt, "dilations")
     weight, kernel = _filter(ctx, op, 1)
     pairs = window_pads(op, fmt, spatial, kernel, strides, dilations)

@@ -73,20 +73,21 @@ def _resolved(repeat: Repeat, info: StaticInfo) -> bool:
     """x is an NHWC image of known H, W and C; the ExpandDims and Tile copy rows (or columns)
     r times, and the Reshape folds the copies into that axis."""
     dims = info.shape(repeat.x).dims
-    axis, multiples, target = (_ints(info, value) for value in repeat.operands)
+    axis, multiples = (_ints(info, value) for value in repeat.operands[:2])
+    target = info.known_ints(repeat.operands[2])  # the batch may be read at run time (Shape)
     if dims is None or len(dims) != 4 or None in dims[1:] or axis is None or axis.size != 1:
         return False
     inserted = int(axis.reshape(()))
     inserted = inserted + 5 if inserted < 0 else inserted  # ExpandDims of a rank-4 tensor: -5..4
-    if inserted not in (2, 3) or multiples is None or multiples.shape != (5,) or target is None or target.shape != (4,):
+    if inserted not in (2, 3) or multiples is None or multiples.shape != (5,) or target is None or len(target) != 4:
         return False
     count = int(multiples[inserted])
     if count < 2 or np.any(np.delete(multiples, inserted) != 1):
         return False
     wanted = list(dims)
     wanted[inserted - 1] *= count
-    if any(int(t) != w and not (i == 0 and t == -1) for i, (t, w) in enumerate(zip(target, wanted))):
-        return False  # only the batch may be left to the Reshape (-1)
+    if any(t != w and not (i == 0 and (t is None or t == -1)) for i, (t, w) in enumerate(zip(target, wanted))):
+        return False  # only the batch may be left to run time (-1, or read with Shape)
     repeat.size = (wanted[1], wanted[2])
     return True
 
@@ -123,9 +124,6 @@ def _rewrite(graph: Graph, repeat: Repeat, previous: Optional[Op], named: Collec
     """Replace `repeat` with a resize; `previous` is the resize an earlier repeat of x became."""
     out = repeat.out
     x = repeat.x if previous is None else previous.results[0]
-    dropped: list[Op] = []
-    if previous is not None and len(x.uses) == 1 and not previous.control_users and previous.name not in named:
-        x, dropped = previous.operands[0], [previous]  # its sizes are this one's on the other axis
     size = graph.create_op("Const", graph.unique_name(f"{out.name}/size"), attrs={
         "dtype": DType.INT32, "value": Tensor.from_numpy(np.array(repeat.size, np.int32), DType.INT32)},
         device=out.device, before=out)
@@ -133,6 +131,10 @@ def _rewrite(graph: Graph, repeat: Repeat, previous: Optional[Op], named: Collec
     resize = graph.create_op(RESIZE, graph.unique_name(f"{out.name}/resize"), [x, size.results[0]],
                              attrs={"T": dtype, "align_corners": False, "half_pixel_centers": False},
                              result_types=[(dtype, out.results[0].shape)], device=out.device, before=out)
+    target = out.operands[1].op  # with a dynamic batch, computed from Shape(x): dead once `out` goes
     take_over(graph, out, resize.results[0])
-    erase_dead(graph, list(repeat.inner) + dropped, set(named))
+    erase_dead(graph, list(repeat.inner) + [target], set(named))
+    if previous is not None and len(x.uses) == 1 and not previous.control_users and previous.name not in named:
+        resize.set_operand(0, previous.operands[0])  # its sizes are this one's on the other axis
+        erase_dead(graph, [previous], set(named))
     return resize
