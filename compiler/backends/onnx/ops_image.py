@@ -58,6 +58,9 @@ def _sizes(ctx: LoweringContext, op: Op, x: str, sizes: Sequence[Optional[int]])
     return ctx.helper1(op, "sizes", "Concat", parts, axis=0)
 
 
+_CHECKED_PIXELS = 1 << 16
+
+
 def exact_scales(in_sizes: Sequence[Optional[int]], out_sizes: Sequence[int], coordinates: str = "half_pixel",
                  rounding: Optional[str] = None) -> Optional[list[float]]:
     """Resize scales that compute what sizes `out_sizes` would, or None.
@@ -85,7 +88,10 @@ def exact_scales(in_sizes: Sequence[Optional[int]], out_sizes: Sequence[int], co
 
 def _same_sources(size: int, ratio: np.float32, scale: np.float32, coordinates: str, rounding: str) -> bool:
     """Whether nearest picks the same source pixels with `scale` as with `ratio` (float32, as
-    onnxruntime computes them); aligned corners place pixels without the scale."""
+    onnxruntime computes them); aligned corners place pixels without the scale.  A size past
+    `_CHECKED_PIXELS` is not checked pixel by pixel: its sizes stay in the model."""
+    if size > _CHECKED_PIXELS:
+        return False
     x = np.arange(size, dtype=np.float32)
     half = np.float32(0.5)
     if coordinates == "align_corners":
