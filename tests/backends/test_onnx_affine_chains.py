@@ -84,6 +84,15 @@ def test_chains_that_gain_nothing_or_leak_stay():
     assert not find_chains(b.graph)
 
 
+def test_constants_that_cannot_combine_leave_the_chain_alone():
+    """Shapes that do not broadcast (TF would fail at run time) or a division by zero."""
+    b = Builder()
+    x = b.input("x", [2, 3])
+    b("Sub", b("AddV2", x, b.const(_floats(3))), b.const(_floats(4)))
+    b("Mul", b("RealDiv", x, b.const(np.zeros(3, np.float32))), b.const(_floats(3)))
+    assert not find_chains(b.graph)
+
+
 @pytest.mark.tf
 def test_keras_preprocessing_frozen_matches_tf(tmp_path):
     pytest.importorskip("tensorflow")

@@ -82,9 +82,23 @@ def find_chains(graph: Graph, named: Collection[str] = ()) -> list[list[Step]]:
         while (following := _links(chain[-1], named)) is not None:
             chain.append(following)
             followed.add(following.op)
-        if len(chain) > 1 and len(_ops_needed(*_affine(chain))) < len(chain):
-            chains.append(chain)
+        if len(chain) > 1:
+            combined = _combined(chain)
+            if combined is not None and len(_ops_needed(*combined)) < len(chain):
+                chains.append(chain)
     return chains
+
+
+def _combined(chain: list[Step]) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """(A, B) when the constants broadcast together and A, B come out finite; None otherwise
+    (constants that do not fit fail at run time in TF: such a chain is left for it to refuse)."""
+    try:
+        with np.errstate(all="ignore"):
+            scale, shift = _affine(chain)
+        np.broadcast_shapes(scale.shape, shift.shape)
+    except ValueError:
+        return None
+    return (scale, shift) if np.isfinite(scale).all() and np.isfinite(shift).all() else None
 
 
 def _affine(chain: list[Step]) -> tuple[np.ndarray, np.ndarray]:
@@ -134,7 +148,7 @@ def _rewrite(graph: Graph, chain: list[Step], named: Collection[str]) -> None:
     last = chain[-1].op
     value = chain[0].op.operands[chain[0].at]
     dtype, base = last.results[0].dtype, last.name
-    scale, shift = _affine(chain)
+    scale, shift = _combined(chain)  # type: ignore[misc]  # found by find_chains: not None
     kinds = _ops_needed(scale, shift)
     for kind in kinds:
         array = scale if kind == "Mul" else shift
