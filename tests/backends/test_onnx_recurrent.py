@@ -1,4 +1,4 @@
-"""Keras-3 LSTM/GRU loops export as one ONNX LSTM/GRU node; other cells stay Loops.
+"""Keras-3 LSTM/GRU/SimpleRNN loops export as one ONNX LSTM/GRU/RNN node; other cells stay Loops.
 
 Each model is frozen once per module with lowered control flow (TF1 while
 frames), exported with the full ONNX checker, and compared with Keras' own
@@ -33,7 +33,7 @@ class Case:
     steps: int
     features: int
     layer: Callable[[object], object]   # input tensor -> output tensor
-    expected: dict[str, int]            # ONNX node counts (LSTM, GRU, Loop)
+    expected: dict[str, int]            # ONNX node counts (LSTM, GRU, RNN, Loop)
     batch: int = 2
     dynamic: bool = False               # freeze with an unknown batch, run at two sizes
 
@@ -67,7 +67,9 @@ CASES = {
     "lstm_relu": Case(4, 3, lambda x: L.LSTM(4, activation="relu")(x), {"Loop": 1}),
     "gru_hard_sigmoid": Case(4, 3, lambda x: L.GRU(4, recurrent_activation="hard_sigmoid")(x), {"Loop": 1}),
     "lstm_masking": Case(4, 3, lambda x: L.LSTM(4)(L.Masking()(x)), {"Loop": 1}),
-    "simple_rnn": Case(4, 3, lambda x: L.SimpleRNN(3, return_sequences=True)(x), {"Loop": 1}),
+    "simple_rnn": Case(4, 3, lambda x: L.SimpleRNN(3, return_sequences=True)(x), {"RNN": 1}),
+    "simple_rnn_relu_dynamic": Case(5, 2, lambda x: L.SimpleRNN(4, activation="relu")(x), {"RNN": 1}, dynamic=True),
+    "simple_rnn_elu": Case(4, 3, lambda x: L.SimpleRNN(3, activation="elu")(x), {"Loop": 1}),
 }
 
 
@@ -117,7 +119,7 @@ def test_recurrent_layer_exports_as_expected_nodes_and_matches_keras(name: str, 
     case, item = CASES[name], frozen[name]
     model = _exported(item)
     types = op_types(model)
-    assert {t: types[t] for t in ("LSTM", "GRU", "Loop") if types[t]} == case.expected
+    assert {t: types[t] for t in ("LSTM", "GRU", "RNN", "Loop") if types[t]} == case.expected
     for batch in ((1, 3) if case.dynamic else (case.batch,)):
         x = np.random.RandomState(batch).uniform(-2, 2, [batch, case.steps, case.features]).astype(np.float32)
         want = np.asarray(item.model(x))
@@ -134,11 +136,11 @@ def test_gru_reset_spellings_set_linear_before_reset(frozen: dict[str, Frozen]):
 
 
 @pytest.mark.parametrize("at_o2", [False, True])
-def test_keras_rnn_fixture_fuses_lstm_and_gru_and_keeps_simple_rnn_a_loop(at_o2: bool):
+def test_keras_rnn_fixture_fuses_every_layer(at_o2: bool):
     fixture = load_model_fixture("keras_rnn")
     graph = optimized(fixture) if at_o2 else load_graph(fixture.path)
     model = export(graph, fixture.inputs, fixture.outputs)
     onnx.checker.check_model(model, full_check=True)
     types = op_types(model)
-    assert (types["LSTM"], types["GRU"], types["Loop"]) == (1, 2, 1)
+    assert (types["LSTM"], types["GRU"], types["RNN"], types["Loop"]) == (1, 2, 1, 0)
     assert_matches_tf(fixture, model)

@@ -1,12 +1,13 @@
-"""A Keras LSTM or GRU loop as one ONNX LSTM/GRU node instead of a Loop.
+"""A Keras LSTM, GRU or SimpleRNN loop as one ONNX LSTM/GRU/RNN node instead of a Loop.
 
 Keras 3 frozen with lowered control flow writes each recurrent layer as a
 TF1 while frame (see `tf1_frames`): the input sequence unstacked into a
 TensorList read one step per iteration, the cell's MatMuls and gates, the
 step's output written into a second list, and two counters.  When the frame
 is exactly that -- every body op explained, weights constant, default
-activations, the loop running once per timestep -- the whole frame is one
-ONNX LSTM or GRU node, which runtimes execute far faster than a Loop.
+activations (any of ONNX RNN's for a SimpleRNN), the loop running once per
+timestep -- the whole frame is one ONNX LSTM, GRU or RNN node, which runtimes
+execute far faster than a Loop.
 Anything else (another activation, masking, a custom cell) is not matched,
 and `ops_tf1_control` lowers the frame as a Loop.
 
@@ -33,6 +34,7 @@ from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 
 _ADDS = frozenset({"Add", "AddV2", "BiasAdd"})
+_RNN_ACTIVATIONS = ("Tanh", "Relu", "Sigmoid")  # TF op types ONNX RNN names the same
 # Ops that may only pick columns of a [batch, width] value; which operand is the data.
 _COLUMN_PICKERS = {"Split": 1, "SplitV": 0, "StridedSlice": 0, "Slice": 0, "Squeeze": 0}
 _BATCH_STAND_IN = 2
@@ -82,7 +84,7 @@ class Linear:
 class RecurrentCell:
     """What a matched frame becomes: the ONNX node's attributes and weights, and what to bind."""
 
-    op_type: str                      # "LSTM" or "GRU"
+    op_type: str                      # "LSTM", "GRU" or "RNN"
     hidden: int
     w: np.ndarray                     # [gates*hidden, inputs], ONNX gate order
     r: np.ndarray                     # [gates*hidden, hidden]
@@ -209,7 +211,7 @@ class _Matcher:
 
 
 def match_recurrent(ctx: LoweringContext, frame: WhileFrame) -> Optional[RecurrentCell]:
-    """The LSTM/GRU node `frame` is, or None when any part of it is something else."""
+    """The LSTM/GRU/RNN node `frame` is, or None when any part of it is something else."""
     roles = _roles(ctx, frame)
     if roles is None:
         return None
@@ -227,7 +229,10 @@ def match_recurrent(ctx: LoweringContext, frame: WhileFrame) -> Optional[Recurre
     if writes is None:
         return None
     every_step, written = writes
-    cell = _lstm(matcher, x, states, written) if len(states) == 2 else _gru(matcher, x, states[0], written)
+    if len(states) == 2:
+        cell = _lstm(matcher, x, states, written)
+    else:
+        cell = _simple_rnn(matcher, x, states[0], written) or _gru(matcher, x, states[0], written)
     if cell is None or not _all_explained(matcher, frame, cell[3]):
         return None
     op_type, (w, r, b), ordered, _, attrs = cell
@@ -436,6 +441,24 @@ def _gru(m: _Matcher, x: Value, h_var: LoopVariable, written: Value) -> Optional
     return "GRU", (w, r, b), [h_var], [z_pre, r_pre, candidate], {"linear_before_reset": linear_before_reset}
 
 
+def _simple_rnn(m: _Matcher, x: Value, h_var: LoopVariable, written: Value) -> Optional[Cell]:
+    """h = act(x W + h_prev R + b), act one of ONNX RNN's (Keras' SimpleRNN: tanh by default)."""
+    h_new = m.src(h_var.body_output)
+    if m.src(written) is not h_new:
+        return None
+    for activation in _RNN_ACTIVATIONS:
+        pre = m.unary(h_new, activation)
+        if pre is not None:
+            break
+    else:
+        return None
+    found = _gates(m, [pre], (x, h_var.body_input), _width(m, h_var, pre))
+    if found is None:
+        return None
+    w, r, b = found
+    return "RNN", (w, r, np.concatenate([b, np.zeros_like(b)])), [h_var], [pre], {"activations": [activation]}
+
+
 def _is(m: _Matcher, value: Optional[Value], wanted: Value) -> Optional[Value]:
     """`value` when it is `wanted` (looking through identities)."""
     return value if value is not None and m.src(value) is wanted else None
@@ -508,7 +531,7 @@ def _gates(m: _Matcher, pre: list[Value], sources: tuple[Value, Value], width: O
 
 # -- emission -------------------------------------------------------------------------------
 def lower_recurrent(ctx: LoweringContext, frame: WhileFrame) -> bool:
-    """Emit `frame` as one ONNX LSTM/GRU node if it is one; False leaves it to the Loop lowering."""
+    """Emit `frame` as one ONNX LSTM/GRU/RNN node if it is one; False leaves it to the Loop lowering."""
     cell = match_recurrent(ctx, frame)
     if cell is None:
         return False
