@@ -43,13 +43,16 @@ class Tensor:
         self.source = source
 
     @staticmethod
-    def from_numpy(array: np.ndarray, dtype: Optional[DType] = None) -> "Tensor":
-        """Wrap an array; `dtype` picks a quantized type for integer storage."""
+    def from_numpy(array: np.ndarray, dtype: Optional[DType] = None, owned: bool = False) -> "Tensor":
+        """Wrap a copy of an array; `dtype` picks a quantized type for integer storage.  With
+        `owned` the caller hands over an array nothing else holds (one it just computed), which
+        is then frozen instead of copied: folded weights are megabytes."""
         arr = np.asarray(array)
         dtype = DType.from_numpy(arr.dtype) if dtype is None else dtype
         if dtype != DType.STRING and arr.dtype != dtype.to_numpy():
             arr = arr.astype(dtype.to_numpy())
-        arr = np.array(arr, copy=True)
+        elif not (owned and arr.flags.owndata):
+            arr = np.array(arr, copy=True)
         arr.flags.writeable = False
         return Tensor(dtype, arr.shape, array=arr)
 

@@ -283,7 +283,7 @@ def _scale_weights(graph: Graph, site: ConvSite, scale: np.ndarray) -> None:
         scaled = w * factor.astype(w.dtype)  # one rounding of the factor, one of the product (as GTT)
     else:
         scaled = (w.astype(np.float64) * factor).astype(w.dtype)
-    new = Tensor.from_numpy(scaled, tensor.dtype)
+    new = Tensor.from_numpy(scaled, tensor.dtype, owned=True)
     operand = site.conv.operands[1]
     if is_exclusive(operand, site.conv):
         site.weights.attrs["value"] = new
