@@ -456,14 +456,15 @@ def test_synthetic_graph_matches_interpreter(case: str):
 @pytest.mark.parametrize("opset", [17, 18])
 def test_resize_of_unknown_batch(opset: int):
     """Resize sizes cover every axis: an unknown batch size is read at run time where no scale
-    stands for the size exactly (nearest 5 -> 7; tests/backends/test_onnx_dynamic_batch.py has
-    the cases that take scales)."""
+    stands for the size (nearest 6 -> 7 with half-pixel centres, where the scale just above 7/6
+    would pick another pixel; tests/backends/test_onnx_dynamic_batch.py has the cases that take
+    scales)."""
     b = Builder()
-    x = b.input("x", [None, 5, 5, 2])
+    x = b.input("x", [None, 6, 6, 2])
     y = b("ResizeNearestNeighbor", x, b.const(np.asarray([7, 3], np.int32)), name="y", half_pixel_centers=True)
     result = export_with_report(b.graph, ["x"], [y.name], opset=opset)
     assert {"Shape", "Slice", "Concat", "Resize"} <= set(result.report.op_counts)
-    feeds = {"x": np.random.default_rng(5).standard_normal((2, 5, 5, 2)).astype(np.float32)}
+    feeds = {"x": np.random.default_rng(5).standard_normal((2, 6, 6, 2)).astype(np.float32)}
     expected = Interpreter(b.graph).run(feeds, ["y"])["y"]
     np.testing.assert_allclose(run_onnx(result.model, feeds)["y"], expected, rtol=1e-5, atol=1e-6)
 

@@ -402,3 +402,26 @@ def test_opset_independent_lowerings_at_both_ends_of_the_range(opset):
     feeds = {"x": rng.standard_normal((3, 4, 4)).astype(np.float32), "m": rng.random((3, 4)) < 0.5,
              "v": np.asarray([1.5, -2, 1.5, 0, -2, 3]), "ids": np.asarray([3, 0, 5, 1, 2, 4], np.int32)}
     check(b, feeds, outputs, opset=opset)
+
+
+@pytest.mark.parametrize("dtype", [DType.BOOL, DType.INT16, DType.UINT16, DType.UINT32, DType.FLOAT])
+def test_select_of_types_onnxruntimes_where_lacks(dtype):
+    """onnxruntime's Where has no bool or 16-bit kernel: booleans pick with And/Or, integers via int64."""
+    b = Builder()
+    rng = np.random.default_rng(int(dtype))
+    cond = b.input("cond", [2, 3], DType.BOOL)
+    values = [rng.integers(0, 2 if dtype == DType.BOOL else 300, (2, 3)).astype(dtype.to_numpy()) for _ in range(2)]
+    picked = b("SelectV2", cond, b.const(values[0]), b.const(values[1]), name="picked")
+    rows = b("Select", b.input("rows", [2], DType.BOOL), b.const(values[0]), b.const(values[1]), name="rows")
+    check(b, {"cond": rng.integers(0, 2, (2, 3)).astype(bool), "rows": np.array([True, False])}, [picked, rows])
+
+
+@pytest.mark.parametrize("dtype", [DType.BOOL, DType.INT16, DType.FLOAT])
+def test_band_part_of_any_type(dtype):
+    """Keras' causal attention mask is the band part of a run-time boolean tensor."""
+    b = Builder()
+    x = b.input("x", [2, 4, 4], dtype)
+    out = b("MatrixBandPart", x, b.const(np.int64(-1)), b.const(np.int64(0)), name="band", Tindex=DType.INT64)
+    feed = np.random.default_rng(3).integers(0, 2 if dtype == DType.BOOL else 9, (2, 4, 4)).astype(dtype.to_numpy())
+    counts = check(b, {"x": feed}, [out])
+    assert ("And" in counts) == (dtype == DType.BOOL)

@@ -211,9 +211,31 @@ def _floor_mod(ctx: LoweringContext, op: Op) -> None:
     ctx.bind(op.results[0], out, perm)
 
 
+# Element types onnxruntime's Where computes in (its kernel has no bool, 16-bit or wide unsigned integers).
+_WHERE_TYPES = (DType.FLOAT, DType.DOUBLE, DType.HALF, DType.INT8, DType.UINT8, DType.INT32, DType.INT64,
+                DType.STRING)
+
+
+def emit_where(ctx: LoweringContext, op: Op, inputs: Sequence[str], dtype: Optional[DType]) -> str:
+    """Where(cond, x, y) as `op`'s node, for any element type: booleans pick with And/Or, other
+    integers pass through int64 and back."""
+    cond, x, y = inputs
+    if dtype is None or dtype in _WHERE_TYPES:
+        return ctx.emit1(op, "Where", inputs)
+    if dtype == DType.BOOL:
+        kept = ctx.helper1(op, "kept", "And", [cond, x])
+        other = ctx.helper1(op, "other", "And", [ctx.helper1(op, "not_cond", "Not", [cond]), y])
+        return ctx.emit1(op, "Or", [kept, other])
+    wide = onnx_type(DType.INT64)
+    picked = ctx.helper1(op, "wide", "Where", [cond] + [ctx.helper1(op, f"wide{i}", "Cast", [v], to=wide)
+                                                        for i, v in enumerate((x, y))])
+    return ctx.emit1(op, "Cast", [picked], to=onnx_type(dtype))
+
+
 @lowers("SelectV2", layout=AGNOSTIC)
 def _select_v2(ctx: LoweringContext, op: Op) -> None:
-    lower_broadcasting(ctx, op, "Where", op.operands)
+    inputs, perm = broadcast_operands(ctx, op, op.operands)
+    ctx.bind(op.results[0], emit_where(ctx, op, inputs, ctx.dtype(op.results[0])), perm)
 
 
 @lowers("Select")
@@ -222,10 +244,11 @@ def _select(ctx: LoweringContext, op: Op) -> None:
     cond, rank = op.operands[0], ctx.rank(op.operands[1])
     if ctx.rank(cond) == 1 and rank is not None and rank > 1:
         lifted = ctx.helper1(op, "rows", "Unsqueeze", [ctx.value_in(cond), ctx.ints(range(1, rank), f"{op.name}/rows")])
-        out = ctx.emit1(op, "Where", [lifted, ctx.operand(op, 1), ctx.operand(op, 2)])
+        out = emit_where(ctx, op, [lifted, ctx.operand(op, 1), ctx.operand(op, 2)], ctx.dtype(op.results[0]))
         ctx.bind(op.results[0], out)
         return
-    lower_broadcasting(ctx, op, "Where", op.operands)
+    inputs, perm = broadcast_operands(ctx, op, op.operands)
+    ctx.bind(op.results[0], emit_where(ctx, op, inputs, ctx.dtype(op.results[0])), perm)
 
 
 @lowers("AddN", layout=AGNOSTIC)

@@ -16,6 +16,7 @@ from compiler.backends.onnx import opset
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.ops_elementwise import emit_where
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
@@ -94,7 +95,11 @@ def _band_part(ctx: LoweringContext, op: Op) -> None:
     lower = _const_ints(ctx, op, 1, "num_lower")[0]
     upper = _const_ints(ctx, op, 2, "num_upper")[0]
     mask = ctx.initializer(band_mask(rows, cols, lower, upper), f"{op.name}/band")
-    ctx.bind(op.results[0], ctx.emit1(op, "Where", [mask, ctx.operand(op, 0), _padding(ctx, op, None)]))
+    dtype = ctx.dtype(op.results[0])
+    if dtype == DType.BOOL:  # a causal attention mask: outside the band is False
+        ctx.bind(op.results[0], ctx.emit1(op, "And", [mask, ctx.operand(op, 0)]))
+        return
+    ctx.bind(op.results[0], emit_where(ctx, op, [mask, ctx.operand(op, 0), _padding(ctx, op, None)], dtype))
 
 
 _DIAG_PARTS = {"MatrixDiagPart": 1, "MatrixDiagPartV2": 2, "MatrixDiagPartV3": 3}
