@@ -301,17 +301,31 @@ def test_cumsum_of_int8_is_refused():
 
 
 # -- Einsum ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("equation, shapes", [("ij,jk->ik", [(2, 3), (3, 4)]), ("bij,bjk->bik", [(2, 2, 3), (2, 3, 4)]),
-                                              ("...ij->...ji", [(2, 3, 4)]), ("ii->i", [(3, 3)]),
-                                              ("ij,kj", [(2, 3), (4, 3)]),
-                                              ("i,i->", [(5,), (5,)])])
-def test_einsum_equations(equation: str, shapes: list[tuple[int, ...]]):
+@pytest.mark.parametrize("equation, shapes, nodes", [
+    ("...ij->...ji", [(2, 3, 4)], {"Einsum": 1}), ("ii->i", [(3, 3)], {"Einsum": 1}),
+    ("ij,kj", [(2, 3), (4, 3)], {"Einsum": 1}), ("i,i->", [(5,), (5,)], {"Einsum": 1}),
+    ("abcd,dc->ab", [(2, 3, 4, 5), (5, 4)], {"Einsum": 1}),
+    # one contraction: a MatMul, with transposes where the letters are out of place
+    ("ij,jk->ik", [(2, 3), (3, 4)], {"MatMul": 1}), ("bij,bjk->bik", [(2, 2, 3), (2, 3, 4)], {"MatMul": 1}),
+    ("BTNH,BSNH->BNTS", [(2, 5, 3, 4), (2, 6, 3, 4)], {"Transpose": 2, "MatMul": 1}),   # MultiHeadAttention
+    ("BNTS,BSNH->BTNH", [(2, 3, 5, 6), (2, 6, 3, 4)], {"Transpose": 2, "MatMul": 1}),
+    ("abc,cd->abd", [(2, 3, 4), (4, 5)], {"MatMul": 1}), ("ij,jk->ki", [(2, 3), (3, 4)], {"MatMul": 1, "Transpose": 1}),
+])
+def test_einsum_equations(equation: str, shapes: list[tuple[int, ...]], nodes: dict[str, int]):
     rng = np.random.default_rng(12)
     b = Builder()
     operands = [b.input(f"x{i}", list(s)) for i, s in enumerate(shapes)]
     y = b("Einsum", *operands, equation=equation, N=len(operands))
     feeds = {f"x{i}": rng.integers(-5, 6, s).astype(np.float32) for i, s in enumerate(shapes)}
-    assert check(b, feeds, [y]) == {"Einsum": 1}
+    assert check(b, feeds, [y]) == nodes
+
+
+def test_einsum_of_a_constant_transposes_the_initializer():
+    b = Builder()
+    x = b.input("x", [2, 3])
+    weights = np.arange(12, dtype=np.float32).reshape(4, 3)
+    y = b("Einsum", x, b.const(weights), equation="ij,kj->ik", N=2)
+    assert check(b, {"x": np.ones((2, 3), np.float32)}, [y]) == {"MatMul": 1}
 
 
 def test_einsum_with_a_bad_term_is_refused():

@@ -7,6 +7,7 @@ inference-mode batch norms become BatchNormalization on channels-first data.
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 import numpy as np
 
@@ -97,7 +98,53 @@ def _einsum(ctx: LoweringContext, op: Op) -> None:
     if dtype not in _EINSUM_TYPES:
         raise UnsupportedOpError(op.type, op.name, f"Einsum of {dtype}")
     operands = [ctx.value_in(v) for v in op.operands]
-    ctx.bind(op.results[0], ctx.emit1(op, "Einsum", operands, equation=equation))
+    plan = matmul_plan(terms) if arrow and len(operands) == 2 else None
+    if plan is None:
+        ctx.bind(op.results[0], ctx.emit1(op, "Einsum", operands, equation=equation))
+        return
+    moved = [_transposed(ctx, op, i, tensor, perm) for i, (tensor, perm) in enumerate(zip(operands, plan))]
+    if plan[2] is None:
+        ctx.bind(op.results[0], ctx.emit1(op, "MatMul", moved))
+        return
+    product = ctx.helper1(op, "matmul", "MatMul", moved)
+    ctx.bind(op.results[0], ctx.emit1(op, "Transpose", [product], perm=plan[2]))
+
+
+Perms = tuple[Optional[list[int]], Optional[list[int]], Optional[list[int]]]
+
+
+def matmul_plan(terms: list[str]) -> Optional[Perms]:
+    """Transposes (None: none needed) of the two operands and of the product that make the
+    einsum `terms` (a, b, out) one MatMul, or None.  onnxruntime's Einsum is much slower than
+    MatMul on small operands, and Keras' MultiHeadAttention is two such einsums.
+
+    Taken: one letter contracted, one free letter in b, and either letters shared by all three
+    terms (batch: a -> [batch, m, k], b -> [batch, k, n]) or no batch at all with any number of
+    free letters in a (a Dense: b is [k, n])."""
+    a, b, out = terms
+    if "." in a + b + out or any(len(set(t)) != len(t) for t in terms):
+        return None
+    batch = [c for c in out if c in a and c in b]
+    free_a, free_b = [c for c in a if c not in b], [c for c in b if c not in a]
+    contracted = [c for c in a if c in b and c not in out]
+    if len(contracted) != 1 or len(free_b) != 1 or not set(free_a + free_b) <= set(out):
+        return None
+    if len(out) != len(batch) + len(free_a) + len(free_b) or (batch and len(free_a) != 1) or not free_a:
+        return None
+    produced = batch + free_a + free_b
+    perms = ([a.index(c) for c in batch + free_a + contracted], [b.index(c) for c in batch + contracted + free_b],
+             [produced.index(c) for c in out])
+    return tuple(None if perm == sorted(perm) else perm for perm in perms)  # type: ignore[return-value]
+
+
+def _transposed(ctx: LoweringContext, op: Op, index: int, tensor: str, perm: Optional[list[int]]) -> str:
+    """Operand `index` (lowered as `tensor`) transposed by `perm`; a constant one as an initializer."""
+    if perm is None:
+        return tensor
+    array = ctx.constant(op.operands[index])
+    if array is not None:
+        return ctx.initializer(np.ascontiguousarray(np.transpose(array, perm)), f"{op.operands[index].name}/moved")
+    return ctx.helper1(op, f"operand{index}", "Transpose", [tensor], perm=perm)
 
 
 # -- batch norms ---------------------------------------------------------------------
