@@ -13,11 +13,11 @@ import pytest
 
 from compiler.backends.onnx import export_with_report
 from compiler.backends.onnx.affine_chains import find_chains
-from compiler.frontends.graphdef import load_graph
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Value
 from compiler.runtime.interpreter import Interpreter
 from compiler.runtime.onnx_runner import run_onnx
+from tests.backends.keras_export import assert_matches_keras, export_keras, keras_seeded
 from tests.backends.test_onnx_export import Builder
 
 RNG = np.random.default_rng(43)
@@ -94,22 +94,13 @@ def test_constants_that_cannot_combine_leave_the_chain_alone():
 
 
 @pytest.mark.tf
-def test_keras_preprocessing_frozen_matches_tf(tmp_path):
-    pytest.importorskip("tensorflow")
-    keras = pytest.importorskip("keras")
-    from tools.make_fixtures import freeze_keras, seed_everything
-
-    seed_everything(10)
+def test_keras_preprocessing_frozen_matches_tf():
+    keras = keras_seeded(10)
     inputs = keras.Input((6, 6, 3))
     hidden = keras.layers.Rescaling(1 / 255.0)(inputs)
     hidden = keras.layers.Normalization(mean=[0.4, 0.5, 0.6], variance=[0.05, 0.06, 0.07])(hidden)
     model = keras.Model(inputs, keras.layers.Conv2D(2, 3, padding="same")(hidden))
-    graph_def, names, outputs = freeze_keras(model, (6, 6, 3))
-    path = tmp_path / "pre.pb"
-    path.write_bytes(graph_def.SerializeToString())
-    result = export_with_report(load_graph(path), names, outputs)
-    assert result.report.stats["affine_chains"] == 1 and "Sub" not in result.report.op_counts
-    feed = np.random.default_rng(5).uniform(0, 255, [1, 6, 6, 3]).astype(np.float32)
-    want = model(feed).numpy()
-    got = run_onnx(result.model, {names[0]: feed}, outputs)[outputs[0]]
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+    exported = export_keras(model, (6, 6, 3))
+    report = exported[0].report
+    assert report.stats["affine_chains"] == 1 and "Sub" not in report.op_counts
+    assert_matches_keras(model, exported, np.random.default_rng(5).uniform(0, 255, [1, 6, 6, 3]).astype(np.float32))

@@ -15,11 +15,11 @@ import pytest
 
 from compiler.backends.onnx import export_with_report
 from compiler.backends.onnx.layer_norm import find_layer_norms
-from compiler.frontends.graphdef import load_graph
 from compiler.ir.graph import Value
 from compiler.runtime.interpreter import Interpreter
 from compiler.runtime.onnx_runner import run_onnx
 from tests.backends.test_onnx_added_ops import ints
+from tests.backends.keras_export import assert_matches_keras, export_keras, keras_seeded
 from tests.backends.test_onnx_export import Builder
 
 RNG = np.random.default_rng(31)
@@ -107,12 +107,8 @@ def test_the_output_keeps_its_name_and_the_caller_graph_is_untouched():
 
 
 @pytest.mark.tf
-def test_keras_layers_frozen_match_tf(tmp_path):
-    pytest.importorskip("tensorflow")
-    keras = pytest.importorskip("keras")
-    from tools.make_fixtures import freeze_keras, seed_everything
-
-    seed_everything(8)
+def test_keras_layers_frozen_match_tf():
+    keras = keras_seeded(8)
     inputs = keras.Input((5, 6))
     hidden = keras.layers.Dense(6)(inputs)
     hidden = keras.layers.LayerNormalization(epsilon=1e-5)(hidden)
@@ -121,15 +117,10 @@ def test_keras_layers_frozen_match_tf(tmp_path):
     for layer in model.layers:  # non-trivial gamma and beta
         for weight in layer.weights:
             weight.assign(np.random.default_rng(len(weight.path)).uniform(0.5, 1.5, weight.shape))
-    graph_def, names, outputs = freeze_keras(model, (5, 6))
-    path = tmp_path / "ln.pb"
-    path.write_bytes(graph_def.SerializeToString())
-    result = export_with_report(load_graph(path), names, outputs)
-    assert result.report.op_counts["LayerNormalization"] == 3
-    feed = np.random.default_rng(3).uniform(-2, 2, [1, 5, 6]).astype(np.float32)
-    want = model(feed).numpy()
-    got = run_onnx(result.model, {names[0]: feed}, outputs)[outputs[0]]
-    np.testing.assert_allclose(got, want, rtol=0, atol=TOLERANCE * np.abs(want).max())
+    exported = export_keras(model, (5, 6))
+    assert exported[0].report.op_counts["LayerNormalization"] == 3
+    assert_matches_keras(model, exported, np.random.default_rng(3).uniform(-2, 2, [1, 5, 6]).astype(np.float32),
+                         TOLERANCE)
 
 
 def test_the_fused_op_runs_in_the_interpreter_as_the_pattern_does():

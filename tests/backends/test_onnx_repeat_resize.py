@@ -14,11 +14,11 @@ import pytest
 
 from compiler.backends.onnx import export_with_report
 from compiler.backends.onnx.repeat_resize import find_repeats
-from compiler.frontends.graphdef import load_graph
 from compiler.ir.graph import Value
 from compiler.runtime.interpreter import Interpreter
 from compiler.runtime.onnx_runner import run_onnx
 from tests.backends.test_onnx_added_ops import ints
+from tests.backends.keras_export import assert_matches_keras, export_keras, keras_seeded
 from tests.backends.test_onnx_export import Builder
 
 RNG = np.random.default_rng(41)
@@ -93,22 +93,12 @@ def test_a_named_first_repeat_is_not_merged_away():
 
 
 @pytest.mark.tf
-def test_keras_upsampling_frozen_matches_tf(tmp_path):
-    pytest.importorskip("tensorflow")
-    keras = pytest.importorskip("keras")
-    from tools.make_fixtures import freeze_keras, seed_everything
-
-    seed_everything(9)
+def test_keras_upsampling_frozen_matches_tf():
+    keras = keras_seeded(9)
     inputs = keras.Input((5, 4, 3))
     hidden = keras.layers.UpSampling2D((2, 3), interpolation="nearest")(keras.layers.Conv2D(4, 3, padding="same")(inputs))
     model = keras.Model(inputs, keras.layers.Conv2D(2, 1)(hidden))
-    graph_def, names, outputs = freeze_keras(model, (5, 4, 3))
-    path = tmp_path / "up.pb"
-    path.write_bytes(graph_def.SerializeToString())
-    result = export_with_report(load_graph(path), names, outputs)
-    counts = result.report.op_counts
-    assert counts["Resize"] == 1 and "Tile" not in counts and result.report.stats["nearest_repeats"] == 2
-    feed = np.random.default_rng(4).uniform(-1, 1, [1, 5, 4, 3]).astype(np.float32)
-    want = model(feed).numpy()
-    got = run_onnx(result.model, {names[0]: feed}, outputs)[outputs[0]]
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+    exported = export_keras(model, (5, 4, 3))
+    report = exported[0].report
+    assert report.op_counts["Resize"] == 1 and "Tile" not in report.op_counts and report.stats["nearest_repeats"] == 2
+    assert_matches_keras(model, exported, np.random.default_rng(4).uniform(-1, 1, [1, 5, 4, 3]).astype(np.float32))
