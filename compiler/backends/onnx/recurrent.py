@@ -66,7 +66,12 @@ class Linear:
             return None
         return Linear(weights, bias)
 
-    def columns(self, picked: np.ndarray) -> "Linear":
+    def columns(self, picked: np.ndarray) -> Optional["Linear"]:
+        """The form of the `picked` columns; None when a weight or the bias is narrower than they
+        reach (a bias that does not fit its MatMul: TF refuses the graph when it runs)."""
+        widths = [w.shape[1] for w in self.weights.values()] + ([] if self.bias.size == 1 else [self.bias.shape[-1]])
+        if picked.size and (picked.min() < 0 or any(picked.max() >= width for width in widths) or self.bias.ndim > 1):
+            return None
         bias = self.bias if self.bias.size == 1 else self.bias[picked]
         return Linear({s: w[:, picked] for s, w in self.weights.items()}, bias)
 
