@@ -204,7 +204,7 @@ class FrameExecutor:
         data, pred = inputs
         if control_dead or data is DEAD or pred is DEAD:
             self._emit(op, ctx, [DEAD, DEAD], dead=True)
-        elif bool(np.asarray(pred).reshape(-1)[0]):
+        elif _predicate(op, pred):
             self._emit(op, ctx, [DEAD, data], dead=False)
         else:
             self._emit(op, ctx, [data, DEAD], dead=False)
@@ -280,3 +280,11 @@ def _frame_name(op: Op) -> str:
     if not name:
         raise InterpreterError(f"Enter '{op.name}' has no frame_name")
     return name
+
+
+def _predicate(op: Op, pred: object) -> bool:
+    """A Switch's predicate, which TF requires to be one boolean."""
+    array = np.asarray(pred)
+    if array.size != 1:
+        raise InterpreterError(f"Switch '{op.name}': its predicate has shape {list(array.shape)}, not one element")
+    return bool(array.reshape(()))

@@ -121,6 +121,12 @@ def test_switch_merge_takes_the_live_branch(pred, value, index):
     assert out["m"] == value and out["m:1"] == index
 
 
+def test_a_predicate_of_other_than_one_element_is_an_error():
+    """Fuzz seed 17, case 2415: a mutated shape left the predicate empty; TF wants a scalar."""
+    with pytest.raises(InterpreterError, match=r"Switch 's': its predicate has shape \[0\]"):
+        run_graph(_graph(SWITCH_GRAPH), {"x": np.float32(3), "p": np.zeros(0, bool)}, ["m"])
+
+
 def test_fetching_a_dead_branch_is_an_error():
     graph = _graph(SWITCH_GRAPH)
     with pytest.raises(InterpreterError, match="dead"):
