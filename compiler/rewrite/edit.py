@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Optional
 
+import numpy as np
+
 from compiler.graphutil.rewire import move_control_users
+from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, IRError, Op, Value
+from compiler.ir.tensor import Tensor
 
 
 def take_over(graph: Graph, old: Op, new: Value, rename: bool = True) -> None:
@@ -43,6 +47,15 @@ def take_place(graph: Graph, old: Op, new: Op) -> None:
     name = old.name
     graph.erase_op(old)
     graph.rename(new, name)
+
+
+def add_const(graph: Graph, base: str, array: np.ndarray, dtype: DType, before: Op,
+              device: Optional[str] = None) -> Value:
+    """A Const of `array` (as `dtype`) named fresh from `base`, placed before `before` and on its
+    device unless `device` says otherwise: the constants rewrites add beside the ops they build."""
+    value = Tensor.from_numpy(np.asarray(array), dtype)
+    return graph.create_op("Const", graph.unique_name(base), attrs={"dtype": dtype, "value": value},
+                           device=before.device if device is None else device, before=before).results[0]
 
 
 def inherit_control_deps(target: Op, sources: Iterable[Op], exclude: Iterable[Op] = ()) -> None:

@@ -23,9 +23,8 @@ import numpy as np
 
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op
-from compiler.ir.tensor import Tensor
 from compiler.rewrite.constants import const_array
-from compiler.rewrite.edit import erase_dead, take_over
+from compiler.rewrite.edit import add_const, erase_dead, take_over
 
 _TYPES = (DType.FLOAT, DType.DOUBLE, DType.HALF)
 _AFFINE = frozenset({"Mul", "Add", "AddV2", "Sub", "RealDiv", "Div"})
@@ -151,13 +150,10 @@ def _rewrite(graph: Graph, chain: list[Step], named: Collection[str]) -> None:
     scale, shift = _combined(chain)  # type: ignore[misc]  # found by find_chains: not None
     kinds = _ops_needed(scale, shift)
     for kind in kinds:
-        array = scale if kind == "Mul" else shift
-        tensor = Tensor.from_numpy(array.astype(dtype.to_numpy()), dtype)
-        constant = graph.create_op("Const", graph.unique_name(f"{base}/{kind.lower()}_by"),
-                                   attrs={"dtype": dtype, "value": tensor}, device=last.device, before=last)
+        constant = add_const(graph, f"{base}/{kind.lower()}_by", scale if kind == "Mul" else shift, dtype, last)
         stated = [(dtype, last.results[0].shape)] if kind == kinds[-1] else None  # the Mul's may be narrower
         value = graph.create_op(kind if kind == "Mul" else "AddV2", graph.unique_name(f"{base}/{kind.lower()}"),
-                                [value, constant.results[0]], attrs={"T": dtype}, result_types=stated,
+                                [value, constant], attrs={"T": dtype}, result_types=stated,
                                 device=last.device, before=last).results[0]
     take_over(graph, last, value)
     erase_dead(graph, [step.op for step in chain[:-1]], set(named))

@@ -29,8 +29,8 @@ from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.shapes import UNKNOWN_SHAPE
-from compiler.ir.tensor import Tensor
 from compiler.rewrite.constants import const_array
+from compiler.rewrite.edit import add_const
 
 _CONVS = ("Conv2D", "DepthwiseConv2dNative", "Conv3D")
 
@@ -164,9 +164,8 @@ def _zero_pad(graph: Graph, match: DilatedConv, source: Value, before: Op) -> Va
     """A Pad of the spatial axes by the chain's padding (Conv3D has no explicit padding)."""
     amounts = np.asarray([(0, 0), *match.pads, (0, 0)], np.int64)
     base = f"{match.batch_to_space.name}/dilated_pad"
-    paddings = graph.create_op("Const", graph.unique_name(f"{base}/paddings"), attrs={
-        "dtype": DType.INT64, "value": Tensor.from_numpy(amounts, DType.INT64)}, device=match.conv.device, before=before)
-    pad = graph.create_op("Pad", graph.unique_name(base), [source, paddings.results[0]],
+    paddings = add_const(graph, f"{base}/paddings", amounts, DType.INT64, before, device=match.conv.device)
+    pad = graph.create_op("Pad", graph.unique_name(base), [source, paddings],
                           attrs={"T": source.dtype, "Tpaddings": DType.INT64}, device=match.conv.device, before=before)
     return pad.results[0]
 

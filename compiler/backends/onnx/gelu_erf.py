@@ -19,8 +19,8 @@ import numpy as np
 
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
-from compiler.ir.tensor import Tensor
 from compiler.rewrite.constants import const_array
+from compiler.rewrite.edit import add_const
 
 _FLOATS = (DType.FLOAT, DType.DOUBLE)
 
@@ -99,12 +99,10 @@ def _rewrite(graph: Graph, erfc: Op) -> None:
     z = erfc.operands[0]
     dtype = erfc.results[0].dtype
     name = erfc.name
-    one = graph.create_op("Const", graph.unique_name(f"{name}/one"), attrs={
-        "dtype": dtype, "value": Tensor.from_numpy(np.asarray(1, dtype.to_numpy()), dtype)},
-        device=erfc.device, before=erfc)
+    one = add_const(graph, f"{name}/one", np.asarray(1), dtype, erfc)
     erf = graph.create_op("Erf", graph.unique_name(f"{name}/erf"), [z], attrs={"T": dtype},
                           result_types=[(dtype, z.shape)], device=erfc.device, before=erfc)
-    complement = graph.create_op("Sub", graph.unique_name(f"{name}/one_minus_erf"), [one.results[0], erf.results[0]],
+    complement = graph.create_op("Sub", graph.unique_name(f"{name}/one_minus_erf"), [one, erf.results[0]],
                                  attrs={"T": dtype}, result_types=[(dtype, erfc.results[0].shape)],
                                  device=erfc.device, before=erfc)
     erfc.results[0].replace_all_uses_with(complement.results[0])

@@ -31,9 +31,8 @@ from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, IRError, Op, Value
-from compiler.ir.tensor import Tensor
 from compiler.rewrite.constants import const_array
-from compiler.rewrite.edit import erase_dead
+from compiler.rewrite.edit import add_const, erase_dead
 from compiler.rewrite import pattern
 from compiler.rewrite.pattern import OpPattern, any_value, used_outside
 
@@ -191,13 +190,9 @@ def _rewrite(graph: Graph, match: LayerNorm, named: Collection[str]) -> Value:
     out, x = match.out, match.x
     dtype, name = out.results[0].dtype, out.name
 
-    def vector(values: np.ndarray, role: str) -> Value:
-        tensor = Tensor.from_numpy(values.astype(dtype.to_numpy()), dtype)
-        return graph.create_op("Const", graph.unique_name(f"{name}/{role}"), attrs={"dtype": dtype, "value": tensor},
-                               device=out.device, before=out).results[0]
-
     fused = graph.create_op(FUSED, graph.unique_name(f"{name}/layer_norm"),
-                            [x, vector(match.scale, "scale"), vector(match.offset, "offset")],
+                            [x, add_const(graph, f"{name}/scale", match.scale, dtype, out),
+                             add_const(graph, f"{name}/offset", match.offset, dtype, out)],
                             attrs={"T": dtype, "epsilon": match.epsilon}, result_types=[(dtype, out.results[0].shape)],
                             device=out.device, before=out)
     out.results[0].replace_all_uses_with(fused.results[0])

@@ -90,12 +90,12 @@ def _same_sources(size: int, ratio: np.float32, scale: np.float32, coordinates: 
     """Whether nearest picks the same source pixels with `scale` as with `ratio` (float32, as
     onnxruntime computes them); aligned corners place pixels without the scale.  A size past
     `_CHECKED_PIXELS` is not checked pixel by pixel: its sizes stay in the model."""
+    if coordinates == "align_corners":
+        return True
     if size > _CHECKED_PIXELS:
         return False
     x = np.arange(size, dtype=np.float32)
     half = np.float32(0.5)
-    if coordinates == "align_corners":
-        return True
     if coordinates == "half_pixel":
         places = [(x + half) / s - half for s in (ratio, scale)]
     else:

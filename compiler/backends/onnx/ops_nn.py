@@ -74,11 +74,7 @@ def _adjoint(ctx: LoweringContext, op: Op, index: int, flag: bool) -> str:
     rank = ctx.rank(value)
     if rank is None:
         raise UnsupportedOpError(op.type, op.name, "adjoint of an operand of unknown rank")
-    array = ctx.constant(value)
-    if array is not None:
-        return ctx.initializer(np.ascontiguousarray(np.swapaxes(array, -1, -2)), f"{value.name}/adjoint")
-    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
-    return ctx.helper1(op, f"adjoint{index}", "Transpose", [ctx.value_in(value)], perm=perm)
+    return transposed_operand(ctx, op, index, list(range(rank - 2)) + [rank - 1, rank - 2], "adjoint")
 
 
 _EINSUM_TERM = re.compile(r"[a-zA-Z]*(\.\.\.)?[a-zA-Z]*")
@@ -97,12 +93,12 @@ def _einsum(ctx: LoweringContext, op: Op) -> None:
     dtype = ctx.dtype(op.results[0])
     if dtype not in _EINSUM_TYPES:
         raise UnsupportedOpError(op.type, op.name, f"Einsum of {dtype}")
-    operands = [ctx.value_in(v) for v in op.operands]
-    plan = matmul_plan(terms) if arrow and len(operands) == 2 else None
+    plan = matmul_plan(terms) if arrow and len(op.operands) == 2 else None
     if plan is None:
-        ctx.bind(op.results[0], ctx.emit1(op, "Einsum", operands, equation=equation))
+        ctx.bind(op.results[0], ctx.emit1(op, "Einsum", [ctx.value_in(v) for v in op.operands], equation=equation))
         return
-    moved = [_transposed(ctx, op, i, tensor, perm) for i, (tensor, perm) in enumerate(zip(operands, plan))]
+    moved = [ctx.value_in(value) if perm is None else transposed_operand(ctx, op, i, perm, "moved")
+             for i, (value, perm) in enumerate(zip(op.operands, plan))]
     if plan[2] is None:
         ctx.bind(op.results[0], ctx.emit1(op, "MatMul", moved))
         return
@@ -137,14 +133,14 @@ def matmul_plan(terms: list[str]) -> Optional[Perms]:
     return tuple(None if perm == sorted(perm) else perm for perm in perms)  # type: ignore[return-value]
 
 
-def _transposed(ctx: LoweringContext, op: Op, index: int, tensor: str, perm: Optional[list[int]]) -> str:
-    """Operand `index` (lowered as `tensor`) transposed by `perm`; a constant one as an initializer."""
-    if perm is None:
-        return tensor
-    array = ctx.constant(op.operands[index])
+def transposed_operand(ctx: LoweringContext, op: Op, index: int, perm: list[int], suffix: str) -> str:
+    """Operand `index` transposed by `perm`: a constant one as a transposed initializer
+    (`<operand>/<suffix>`), else a Transpose node (`<op>/<suffix><index>`)."""
+    value = op.operands[index]
+    array = ctx.constant(value)
     if array is not None:
-        return ctx.initializer(np.ascontiguousarray(np.transpose(array, perm)), f"{op.operands[index].name}/moved")
-    return ctx.helper1(op, f"operand{index}", "Transpose", [tensor], perm=perm)
+        return ctx.initializer(np.ascontiguousarray(np.transpose(array, perm)), f"{value.name}/{suffix}")
+    return ctx.helper1(op, f"{suffix}{index}", "Transpose", [ctx.value_in(value)], perm=perm)
 
 
 # -- batch norms ---------------------------------------------------------------------

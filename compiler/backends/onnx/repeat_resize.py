@@ -26,9 +26,8 @@ from compiler.analysis.order import reachable_ops, topological_order
 from compiler.analysis.static_info import StaticInfo
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, IRError, Op, Value
-from compiler.ir.tensor import Tensor
 from compiler.rewrite import pattern
-from compiler.rewrite.edit import erase_dead, take_over
+from compiler.rewrite.edit import add_const, erase_dead, take_over
 from compiler.rewrite.pattern import any_value, used_outside
 
 RESIZE = "ResizeNearestNeighbor"
@@ -124,11 +123,9 @@ def _rewrite(graph: Graph, repeat: Repeat, previous: Optional[Op], named: Collec
     """Replace `repeat` with a resize; `previous` is the resize an earlier repeat of x became."""
     out = repeat.out
     x = repeat.x if previous is None else previous.results[0]
-    size = graph.create_op("Const", graph.unique_name(f"{out.name}/size"), attrs={
-        "dtype": DType.INT32, "value": Tensor.from_numpy(np.array(repeat.size, np.int32), DType.INT32)},
-        device=out.device, before=out)
+    size = add_const(graph, f"{out.name}/size", np.array(repeat.size), DType.INT32, out)
     dtype = out.results[0].dtype
-    resize = graph.create_op(RESIZE, graph.unique_name(f"{out.name}/resize"), [x, size.results[0]],
+    resize = graph.create_op(RESIZE, graph.unique_name(f"{out.name}/resize"), [x, size],
                              attrs={"T": dtype, "align_corners": False, "half_pixel_centers": False},
                              result_types=[(dtype, out.results[0].shape)], device=out.device, before=out)
     target = out.operands[1].op  # with a dynamic batch, computed from Shape(x): dead once `out` goes

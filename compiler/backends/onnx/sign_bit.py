@@ -17,9 +17,8 @@ import numpy as np
 
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
-from compiler.ir.tensor import Tensor
 from compiler.rewrite.constants import const_array
-from compiler.rewrite.edit import erase_dead
+from compiler.rewrite.edit import add_const, erase_dead
 
 # float type -> the signed integer type of its width
 _SAME_WIDTH_INT = {DType.FLOAT: DType.INT32, DType.DOUBLE: DType.INT64, DType.HALF: DType.INT16,
@@ -77,13 +76,11 @@ def rewrite_all(graph: Graph, named: Collection[str] = ()) -> int:
 def _rewrite(graph: Graph, less: Op, x: Value, named: Collection[str]) -> None:
     dtype, base, device = x.dtype, less.name, less.device
     masked = less.operands[0].op
-    zero = graph.create_op("Const", graph.unique_name(f"{base}/zero"), attrs={
-        "dtype": dtype, "value": Tensor.from_numpy(np.zeros((), dtype.to_numpy()), dtype)},
-        device=device, before=less)
+    zero = add_const(graph, f"{base}/zero", np.zeros(()), dtype, less)
     inverse = graph.create_op("Reciprocal", graph.unique_name(f"{base}/reciprocal"), [x], attrs={"T": dtype},
                               result_types=[(dtype, x.shape)], device=device, before=less)
     lesser = graph.create_op("Minimum", graph.unique_name(f"{base}/lesser"), [x, inverse.results[0]],
                              attrs={"T": dtype}, result_types=[(dtype, x.shape)], device=device, before=less)
-    less.set_operands([lesser.results[0], zero.results[0]])
+    less.set_operands([lesser.results[0], zero])
     less.attrs["T"] = dtype
     erase_dead(graph, [masked], set(named))
