@@ -1,10 +1,10 @@
-"""Keras' nearest UpSampling2D (two repeats) exports as one ONNX Resize.
+"""A repeat by a scalar count (Keras' nearest UpSampling1D/2D/3D, RepeatVector) exports as a nearest
+ONNX Resize, repeats in a row as one.
 
-The IR cases spell TF's repeat (ExpandDims -> Tile -> Reshape) by hand, with
-the variants the rewrite takes and the ones it must leave alone; gttc's
-interpreter on the unrewritten graph is the reference, and a nearest resize
-copies elements, so the outputs must be equal.  The TF-marked case freezes a
-real Keras UpSampling2D and compares with TF.
+The IR cases spell TF's repeat (ExpandDims -> Tile -> Reshape) by hand, with the variants the
+lowering takes and the ones it must leave alone; gttc's interpreter is the reference, and a
+nearest resize copies elements, so the outputs must be equal.  The TF-marked cases freeze real
+Keras layers and compare with TF.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import onnx
 import pytest
 
 from compiler.backends.onnx import export_with_report
-from compiler.backends.onnx.repeat_resize import find_repeats
 from compiler.ir.graph import Value
 from compiler.runtime.interpreter import Interpreter
 from compiler.runtime.onnx_runner import run_onnx
@@ -27,19 +26,25 @@ RNG = np.random.default_rng(41)
 def _repeat(b: Builder, x: Value, axis: int, count: int, target: list[int], name: str = "") -> Value:
     """TF's repeat of `x` by a scalar `count` along `axis`, reshaped to `target`."""
     expanded = b("ExpandDims", x, ints(b, axis + 1))
-    multiples = [1] * 5
+    multiples = [1] * (len(target) + 1)
     multiples[axis + 1] = count
     return b("Reshape", b("Tile", expanded, ints(b, multiples)), ints(b, target), name=name)
 
 
-def _exported(b: Builder, feed: np.ndarray, out: Value) -> onnx.ModelProto:
-    """Export, check fully, and compare with the interpreter on the unrewritten graph."""
-    want = Interpreter(b.graph).run({"x": feed}, [out.name])[out.name]
-    result = export_with_report(b.graph, ["x"], [out.name])
+def _exported(b: Builder, feed: np.ndarray, *outs: Value):
+    """Export, check fully, and compare every output with the interpreter's."""
+    names = [out.name for out in outs]
+    want = Interpreter(b.graph).run({"x": feed}, names)
+    result = export_with_report(b.graph, ["x"], names)
     onnx.checker.check_model(result.model, full_check=True)
-    got = run_onnx(result.model, {"x": feed}, [out.name])[out.name]
-    np.testing.assert_array_equal(got, want)
+    got = run_onnx(result.model, {"x": feed}, names)
+    for name in names:
+        np.testing.assert_array_equal(got[name], want[name])
     return result
+
+
+def _feed(shape: list[int]) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
 
 
 def test_rows_then_columns_become_one_resize():
@@ -47,35 +52,81 @@ def test_rows_then_columns_become_one_resize():
     x = b.input("x", [2, 5, 4, 3])
     rows = _repeat(b, x, 1, 2, [2, 10, 4, 3])
     out = b("Relu", _repeat(b, rows, 2, 3, [2, 10, 12, 3]), name="out")
-    result = _exported(b, RNG.standard_normal((2, 5, 4, 3)).astype(np.float32), out)
+    result = _exported(b, _feed([2, 5, 4, 3]), out)
     counts = result.report.op_counts
     assert counts["Resize"] == 1 and not {"Tile", "Reshape", "Unsqueeze"} & set(counts)
-    assert result.report.stats["nearest_repeats"] == 2
+    assert result.report.stats["repeats_as_resize"] == 2
+
+
+@pytest.mark.parametrize("shape, axes", [([2, 6, 3], [1]), ([2, 3, 4, 2, 3], [2, 4, 3]), ([1, 3, 4], [2]),
+                                         ([1, 3, 4, 2], [3, 0]), ([2, 3, 4, 5], [0, 1, 2, 3])])
+def test_any_axis_up_to_rank_four_and_the_last_three_of_five(shape: list[int], axes: list[int]):
+    """Repeats in a row are one Resize; a 5-D one resizes the tensor viewed as 4-D."""
+    b = Builder()
+    out = b("Relu", _repeats(b, b.input("x", shape), shape, axes), name="out")
+    counts = _exported(b, _feed(shape), out).report.op_counts
+    assert counts["Resize"] == 1 and not {"Tile", "Unsqueeze"} & set(counts)
+    assert counts.get("Reshape", 0) == (2 if len(shape) == 5 else 0)
+
+
+def test_other_five_d_repeats_keep_their_tiles():
+    """onnxruntime's 5-D nearest Resize is slower than the Tiles."""
+    b = Builder()
+    out = b("Relu", _repeats(b, b.input("x", [1, 3, 4, 2, 2]), [1, 3, 4, 2, 2], [1]), name="out")
+    counts = _exported(b, _feed([1, 3, 4, 2, 2]), out).report.op_counts
+    assert counts["Tile"] == 1 and "Resize" not in counts
+
+
+def _repeats(b: Builder, x: Value, shape: list[int], axes: list[int]) -> Value:
+    """Repeat `axes` of x in turn, axis n by n + 2."""
+    size = list(shape)
+    for n, axis in enumerate(axes):
+        size[axis] *= 2 + n
+        x = _repeat(b, x, axis, 2 + n, list(size))
+    return x
+
+
+def test_repeats_of_unit_axes_are_one_expand():
+    b = Builder()
+    x = b.input("x", [2, 1, 3, 1])
+    rows = _repeat(b, x, 1, 4, [2, 4, 3, 1])
+    out = b("Relu", _repeat(b, rows, 3, 2, [2, 4, 3, 2]), name="out")
+    counts = _exported(b, _feed([2, 1, 3, 1]), out).report.op_counts
+    assert counts["Expand"] == 1 and not {"Tile", "Resize", "Reshape"} & set(counts)
 
 
 def test_one_repeat_with_a_dynamic_batch():
     b = Builder()
     x = b.input("x", [-1, 3, 4, 2])
     out = _repeat(b, x, 2, 2, [-1, 3, 8, 2], name="out")
-    result = _exported(b, RNG.standard_normal((3, 3, 4, 2)).astype(np.float32), out)
+    result = _exported(b, _feed([3, 3, 4, 2]), out)
     assert result.report.op_counts["Resize"] == 1
     assert [o.name for o in result.model.graph.output] == ["out"]
 
 
-def test_spellings_that_are_not_an_image_repeat_stay():
+def test_a_five_d_repeat_with_a_dynamic_batch():
+    b = Builder()
+    x = b.input("x", [-1, 2, 3, 2, 2])
+    depth = _repeat(b, x, 2, 2, [-1, 2, 6, 2, 2])
+    out = _repeat(b, depth, 4, 3, [-1, 2, 6, 2, 6], name="out")
+    counts = _exported(b, _feed([3, 2, 3, 2, 2]), out).report.op_counts
+    assert counts["Resize"] == 1 and counts["Reshape"] == 2 and "Tile" not in counts
+
+
+def test_spellings_that_are_not_a_repeat_stay():
     b = Builder()
     x = b.input("x", [1, 3, 4, 2])
-    channels = _repeat(b, x, 3, 2, [1, 3, 4, 4])                 # the channel axis
-    interleaved = _repeat(b, x, 1, 2, [1, 3, 8, 2])             # copies folded into the wrong axis
-    read = _repeat(b, x, 2, 2, [1, 3, 8, 2])
+    interleaved = _repeat(b, x, 1, 2, [1, 3, 8, 2], name="interleaved")  # copies folded into the wrong axis
+    read = _repeat(b, x, 2, 2, [1, 3, 8, 2], name="read")
     tile = read.op.operands[0]
-    b("Identity", tile, name="reads_the_tile")                   # an intermediate read elsewhere
-    assert not find_repeats(b.graph)
+    reader = b("Identity", tile, name="reads_the_tile")                   # an intermediate read elsewhere
+    result = _exported(b, _feed([1, 3, 4, 2]), interleaved, read, reader)
+    assert "Resize" not in result.report.op_counts and result.report.op_counts["Tile"] == 2
     named = Builder()
-    kept = _repeat(named, named.input("x", [1, 3, 4, 2]), 1, 2, [1, 6, 4, 2])
-    expand = kept.op.operands[0].op.operands[0].op
-    assert len(find_repeats(named.graph)) == 1 and not find_repeats(named.graph, {expand.name})
-    assert channels.op.type == interleaved.op.type == "Reshape"
+    kept = _repeat(named, named.input("x", [1, 3, 4, 2]), 1, 2, [1, 6, 4, 2], name="kept")
+    expand = kept.op.operands[0].op.operands[0]
+    result = _exported(named, _feed([1, 3, 4, 2]), kept, expand)              # the ExpandDims is an output
+    assert "Resize" not in result.report.op_counts
 
 
 def test_a_named_first_repeat_is_not_merged_away():
@@ -83,22 +134,43 @@ def test_a_named_first_repeat_is_not_merged_away():
     x = b.input("x", [1, 3, 3, 2])
     rows = _repeat(b, x, 1, 2, [1, 6, 3, 2], name="rows")
     out = _repeat(b, rows, 2, 2, [1, 6, 6, 2], name="out")
-    feed = RNG.standard_normal((1, 3, 3, 2)).astype(np.float32)
-    result = export_with_report(b.graph, ["x"], ["rows", "out"])
-    got = run_onnx(result.model, {"x": feed}, ["rows", "out"])
-    want = Interpreter(b.graph).run({"x": feed}, ["rows", "out"])
-    for name in ("rows", "out"):
-        np.testing.assert_array_equal(got[name], want[name])
-    assert result.report.op_counts["Resize"] == 2 and out.op.type == "Reshape"
+    result = _exported(b, _feed([1, 3, 3, 2]), rows, out)
+    assert result.report.op_counts["Resize"] == 2
+
+
+def _upsampling_1d(keras, shape):
+    inputs = keras.Input(shape)
+    hidden = keras.layers.UpSampling1D(3)(keras.layers.Conv1D(4, 3, padding="same")(inputs))
+    return keras.Model(inputs, keras.layers.Conv1D(2, 1)(hidden))
+
+
+def _upsampling_2d(keras, shape):
+    inputs = keras.Input(shape)
+    hidden = keras.layers.UpSampling2D((2, 3), interpolation="nearest")(keras.layers.Conv2D(4, 3, padding="same")(inputs))
+    return keras.Model(inputs, keras.layers.Conv2D(2, 1)(hidden))
+
+
+def _upsampling_3d(keras, shape):
+    inputs = keras.Input(shape)
+    hidden = keras.layers.UpSampling3D((2, 1, 3))(keras.layers.Conv3D(3, 2, padding="same")(inputs))
+    return keras.Model(inputs, keras.layers.Conv3D(2, 1)(hidden))
+
+
+def _repeat_vector(keras, shape):
+    inputs = keras.Input(shape)
+    hidden = keras.layers.RepeatVector(4)(keras.layers.Dense(5)(inputs))
+    return keras.Model(inputs, keras.layers.Conv1D(2, 2)(hidden))
 
 
 @pytest.mark.tf
-def test_keras_upsampling_frozen_matches_tf():
+@pytest.mark.parametrize("build, shape, node, repeats", [
+    (_upsampling_1d, (6, 3), "Resize", 1), (_upsampling_2d, (5, 4, 3), "Resize", 2),
+    (_upsampling_3d, (3, 4, 5, 2), "Resize", 3), (_repeat_vector, (6,), "Expand", 1)])
+def test_keras_repeats_frozen_match_tf(build, shape: tuple[int, ...], node: str, repeats: int):
     keras = keras_seeded(9)
-    inputs = keras.Input((5, 4, 3))
-    hidden = keras.layers.UpSampling2D((2, 3), interpolation="nearest")(keras.layers.Conv2D(4, 3, padding="same")(inputs))
-    model = keras.Model(inputs, keras.layers.Conv2D(2, 1)(hidden))
-    exported = export_keras(model, (5, 4, 3))
+    model = build(keras, shape)
+    exported = export_keras(model, shape)
     report = exported[0].report
-    assert report.op_counts["Resize"] == 1 and "Tile" not in report.op_counts and report.stats["nearest_repeats"] == 2
-    assert_matches_keras(model, exported, np.random.default_rng(4).uniform(-1, 1, [1, 5, 4, 3]).astype(np.float32))
+    assert report.op_counts[node] == 1 and "Tile" not in report.op_counts
+    assert report.stats["repeats_as_resize" if node == "Resize" else "repeats_as_expand"] == repeats
+    assert_matches_keras(model, exported, np.random.default_rng(4).uniform(-1, 1, [1, *shape]).astype(np.float32))

@@ -3,8 +3,7 @@
 Some TF spellings exist only because of a TF limitation (a dilated conv as
 SpaceToBatchND -> conv -> BatchToSpaceND, a sign bit read through Bitcast),
 need care only in general (Erfc of any argument, where GELU's use of it does
-not), spell one ONNX operator as a dozen (LayerNormalization, a nearest
-upsampling as two repeats), spell an affine map as a chain of constant
+not), spell one ONNX operator as a dozen (LayerNormalization), spell an affine map as a chain of constant
 arithmetic (Keras' preprocessing layers) or compute nothing (a BiasAdd of zeros).  Each
 rewrite here turns such a spelling into IR that lowers to fewer ONNX nodes,
 computing the same numbers.  They run only on a copy, and only when one of them matches, so
@@ -17,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Collection
 
-from compiler.backends.onnx import affine_chains, dilated_convs, gelu_erf, layer_norm, repeat_resize, sign_bit, zero_bias
+from compiler.backends.onnx import affine_chains, dilated_convs, gelu_erf, layer_norm, sign_bit, zero_bias
 from compiler.ir.graph import Graph
 
 
@@ -36,7 +35,6 @@ REWRITES = (
     ExportRewrite("zero_biases", zero_bias.count_zero_biases, zero_bias.drop_all),
     ExportRewrite("layer_norms", layer_norm.count_layer_norms, layer_norm.rewrite_all),
     ExportRewrite("sign_bits", sign_bit.count_sign_bit_tests, sign_bit.rewrite_all),
-    ExportRewrite("nearest_repeats", repeat_resize.count_repeats, repeat_resize.rewrite_all),
     ExportRewrite("affine_chains", affine_chains.count_chains, affine_chains.rewrite_all),
 )
 

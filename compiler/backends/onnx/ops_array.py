@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from compiler.backends.onnx import conv1d, layout, opset
+from compiler.backends.onnx import conv1d, layout, opset, repeat_resize
 from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
@@ -56,6 +56,8 @@ def _no_op(ctx: LoweringContext, op: Op) -> None:
 # -- reshapes -----------------------------------------------------------------------
 @lowers("Reshape")
 def _reshape(ctx: LoweringContext, op: Op) -> None:
+    if repeat_resize.lower_repeat(ctx, op):
+        return
     x = ctx.reshape_source(ctx.operand(op, 0))
     dims = ctx.shape(op.results[0]).dims
     if dims is not None and dims.count(None) <= 1 and all(d is None or d > 0 for d in dims):

@@ -1,137 +1,148 @@
-"""Keras' nearest UpSampling2D (a repeat along H, then along W) as one nearest resize.
+"""A repeat by a scalar count (Keras' `ops.repeat`: nearest UpSampling1D/2D/3D, RepeatVector) as a nearest Resize.
 
-Keras 3 spells `UpSampling2D(interpolation="nearest")` as two `ops.repeat`s, and
-TF repeats a tensor by a scalar count as three ops:
+TF repeats axis `a` of a tensor by a scalar count r as three ops:
 
-    x[N,H,W,C] -> ExpandDims(x, a + 1) -> Tile(1 ... r at a + 1 ... 1) -> Reshape([N, H*r, W, C])
+    x -> ExpandDims(x, a + 1) -> Tile(1 ... r at a + 1 ... 1) -> Reshape(x's shape, axis a times r)
 
-(a = 1 repeats rows, a = 2 columns).  Each element's r copies land next to it,
-so output row i reads input row floor(i / r): exactly TF's ResizeNearestNeighbor
-without aligned corners or half-pixel centres, which lowers to one ONNX Resize
-(asymmetric, floor) instead of Unsqueeze, Tile, a five-axis Transpose and a
-Reshape.  Two such resizes in a row (rows, then columns) are one: every axis
-reads its own source index, and an integer scale applied twice is the product
-of the scales.  The intermediate ExpandDims and Tile must be read only by the
-repeat; the resize takes the name of the Reshape it replaces.
+Each element's r copies land next to it, so output index i along `a` reads input index
+floor(i / r) (r may be 1: UpSampling3D((2, 1, 2)) repeats its middle axis once): an ONNX Resize in nearest mode (asymmetric coordinates, floor rounding) with
+scale r on that axis and 1 on the others, which onnxruntime runs at any rank.  Lowered that
+way instead of as Unsqueeze, Tile, a Transpose back to TF's layout and a Reshape:
+
+- the Resize reads x in the layout x is stored in (a channels-first conv output stays
+  channels-first for the conv after it);
+- repeats in a row, each read only by the next, are one Resize: floor(floor(i / r) / s) =
+  floor(i / (r s)), each axis on its own.  UpSampling2D's rows then columns, or UpSampling3D's
+  three axes, are one node;
+- onnxruntime's nearest Resize has fast loops up to rank 4 only (a 5-D one is 2-10x slower than
+  the Tiles).  A 5-D repeat of the last three stored axes (UpSampling3D on N·C·D·H·W) resizes
+  the tensor viewed as 4-D, its leading axes merged by a Reshape, and reshapes back; other 5-D
+  repeats (N·D·H·W·C stored as TF has it) keep their Tiles.
+
+Where every repeated axis has size 1 (RepeatVector), the copies are a broadcast: one Expand.
+The ExpandDims and Tile must be read only by the repeat; their ONNX nodes are then left
+without readers and pruned.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Collection, Optional
+from typing import Optional
 
 import numpy as np
 
-from compiler.analysis import analyze
-from compiler.analysis.order import reachable_ops, topological_order
-from compiler.analysis.static_info import StaticInfo
+from compiler.backends.onnx import layout
+from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.fusion import single_use
 from compiler.ir.dtypes import DType
-from compiler.ir.graph import Graph, IRError, Op, Value
-from compiler.rewrite import pattern
-from compiler.rewrite.edit import add_const, erase_dead, take_over
-from compiler.rewrite.pattern import any_value, used_outside
+from compiler.ir.graph import Op, Value
 
-RESIZE = "ResizeNearestNeighbor"
-_TYPES = (DType.FLOAT, DType.HALF, DType.DOUBLE)  # what the Resize lowering takes
-_REPEAT = pattern.op("Reshape",
-                     pattern.op("Tile", pattern.op("ExpandDims", any_value("x"), any_value("axis"), name="expand"),
-                                any_value("multiples"), name="tile"),
-                     any_value("shape"))
+_FAST_RANK = 4  # onnxruntime's nearest Resize loops directly up to this rank
+_SHAPE_READERS = ("Shape", "ShapeN", "Size", "Rank")
+
+_ATTRS = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
 
 
-@dataclass
-class Repeat:
-    """One matched repeat of `x`: the ExpandDims axis, Tile multiples and Reshape shape as values,
-    and once the static analysis proves them constant, the image axis (1: rows, 2: columns)
-    repeated and the output's height and width."""
-
-    out: Op
-    x: Value
-    inner: tuple[Op, Op]  # the ExpandDims and the Tile
-    operands: tuple[Value, Value, Value]  # the inserted axis, the multiples, the target shape
-    size: tuple[int, int] = (0, 0)
-
-
-# -- matching ------------------------------------------------------------------------------------
-def _match(op: Op, named: Collection[str]) -> Optional[Repeat]:
-    """The repeat `op` (a Reshape) ends, when its ExpandDims and Tile are read only by it."""
-    m = pattern.match(_REPEAT, op)
-    if m is None or op.results[0].dtype not in _TYPES:
-        return None
-    inner = (m.op("expand"), m.op("tile"))
-    if used_outside(m) or any(o.name in named or o.control_deps or o.control_users for o in inner):
-        return None
-    return Repeat(op, m.value("x"), inner, (m.value("axis"), m.value("multiples"), m.value("shape")))
-
-
-def _ints(info: StaticInfo, value: Value) -> Optional[np.ndarray]:
-    array = info.constant(value)
-    return array if array is not None and array.dtype.kind in "iu" else None
-
-
-def _resolved(repeat: Repeat, info: StaticInfo) -> bool:
-    """x is an NHWC image of known H, W and C; the ExpandDims and Tile copy rows (or columns)
-    r times, and the Reshape folds the copies into that axis."""
-    dims = info.shape(repeat.x).dims
-    axis, multiples = (_ints(info, value) for value in repeat.operands[:2])
-    target = info.known_ints(repeat.operands[2])  # the batch may be read at run time (Shape)
-    if dims is None or len(dims) != 4 or None in dims[1:] or axis is None or axis.size != 1:
+def lower_repeat(ctx: LoweringContext, op: Op) -> bool:
+    """Lower the Reshape `op` as a nearest Resize when it ends a repeat (or a row of them); True when done."""
+    found = _chain(ctx, op)
+    if found is None:
         return False
-    inserted = int(axis.reshape(()))
-    inserted = inserted + 5 if inserted < 0 else inserted  # ExpandDims of a rank-4 tensor: -5..4
-    if inserted not in (2, 3) or multiples is None or multiples.shape != (5,) or target is None or len(target) != 4:
-        return False
-    count = int(multiples[inserted])
-    if count < 2 or np.any(np.delete(multiples, inserted) != 1):
-        return False
-    wanted = list(dims)
-    wanted[inserted - 1] *= count
-    if any(t != w and not (i == 0 and (t is None or t == -1)) for i, (t, w) in enumerate(zip(target, wanted))):
-        return False  # only the batch may be left to run time (-1, or read with Shape)
-    repeat.size = (wanted[1], wanted[2])
+    source, counts = found
+    stored = ctx.lowered(source)
+    rank = len(counts)
+    scales = [float(counts[p]) for p in (range(rank) if stored.perm is None else stored.perm)]
+    out_dims = layout.physical_dims(ctx.shape(op.results[0]).dims, stored.perm)
+    dims = layout.physical_dims(ctx.shape(source).dims, stored.perm)
+    if all(s == 1 or d == 1 for s, d in zip(scales, dims)):  # copies of one element: a broadcast
+        target = ctx.ints([int(s) for s in scales], f"{op.name}/expand")
+        ctx.bind(op.results[0], ctx.emit1(op, "Expand", [stored.tensor, target]), stored.perm)
+        ctx.stats["repeats_as_expand"] += 1
+        return True
+    if rank <= _FAST_RANK:
+        tensor = ctx.emit1(op, "Resize", [stored.tensor, "", _scales(ctx, op, scales)], **_ATTRS)
+    elif _viewable_as_fast_rank(scales, dims, out_dims):
+        tensor = _as_fast_rank(ctx, op, stored.tensor, scales, dims, out_dims)
+    else:
+        return False  # a slow Resize: the Tiles stay
+    ctx.bind(op.results[0], tensor, stored.perm)
+    ctx.stats["repeats_as_resize"] += 1
     return True
 
 
-def find_repeats(graph: Graph, named: Collection[str] = ()) -> list[Repeat]:
-    """Every image-axis repeat in `graph`; shapes and constants are analysed only when one occurs."""
-    candidates = [found for op in graph if op.type == "Reshape"
-                  for found in [_match(op, named)] if found is not None]
-    if not candidates:
-        return []
-    wanted = [value for r in candidates for value in (r.x, *r.operands)]
-    try:
-        info = analyze(topological_order(graph, reachable_ops(wanted)))
-    except IRError:  # a cycle (TF1 loop): leave the repeats as they are
-        return []
-    return [r for r in candidates if _resolved(r, info)]
+def _chain(ctx: LoweringContext, op: Op) -> Optional[tuple[Value, list[int]]]:
+    """The tensor the repeats ending at `op` start from, and the product of their counts per axis;
+    an earlier repeat joins when only the next one reads it."""
+    found = _match(ctx, op)
+    if found is None:
+        return None
+    x, axis, count, expand = found
+    counts = [1] * len(ctx.shape(x).dims)  # type: ignore[arg-type]
+    counts[axis] = count
+    while x.op.type == "Reshape" and _read_only_by(ctx, x, expand):
+        earlier = _match(ctx, x.op)
+        if earlier is None:
+            break
+        x, axis, count, expand = earlier
+        counts[axis] *= count
+    return x, counts
 
 
-def count_repeats(graph: Graph, named: Collection[str] = ()) -> int:
-    return len(find_repeats(graph, named))
+def _read_only_by(ctx: LoweringContext, x: Value, expand: Op) -> bool:
+    """Whether `expand` is the only reader of x's elements: other readers may read only its shape
+    (with a dynamic batch, the next repeat's Reshape target is computed from Shape(x))."""
+    return x not in ctx.keep and all(user is expand or user.type in _SHAPE_READERS for user, _ in x.uses)
 
 
-# -- rewriting -------------------------------------------------------------------------------------
-def rewrite_all(graph: Graph, named: Collection[str] = ()) -> int:
-    """Turn every repeat in `graph` into a nearest resize, merging resizes in a row; returns how many repeats."""
-    found = find_repeats(graph, named)
-    made: dict[Value, Op] = {}  # a rewritten repeat's old output -> the resize now standing for it
-    for repeat in found:
-        made[repeat.out.results[0]] = _rewrite(graph, repeat, made.get(repeat.x), named)
-    return len(found)
+def _scales(ctx: LoweringContext, op: Op, scales: list[float]) -> str:
+    return ctx.initializer(np.asarray(scales, np.float32), f"{op.name}/scales")
 
 
-def _rewrite(graph: Graph, repeat: Repeat, previous: Optional[Op], named: Collection[str]) -> Op:
-    """Replace `repeat` with a resize; `previous` is the resize an earlier repeat of x became."""
-    out = repeat.out
-    x = repeat.x if previous is None else previous.results[0]
-    size = add_const(graph, f"{out.name}/size", np.array(repeat.size), DType.INT32, out)
-    dtype = out.results[0].dtype
-    resize = graph.create_op(RESIZE, graph.unique_name(f"{out.name}/resize"), [x, size],
-                             attrs={"T": dtype, "align_corners": False, "half_pixel_centers": False},
-                             result_types=[(dtype, out.results[0].shape)], device=out.device, before=out)
-    target = out.operands[1].op  # with a dynamic batch, computed from Shape(x): dead once `out` goes
-    take_over(graph, out, resize.results[0])
-    erase_dead(graph, list(repeat.inner) + [target], set(named))
-    if previous is not None and len(x.uses) == 1 and not previous.control_users and previous.name not in named:
-        resize.set_operand(0, previous.operands[0])  # its sizes are this one's on the other axis
-        erase_dead(graph, [previous], set(named))
-    return resize
+def _viewable_as_fast_rank(scales: list[float], dims: tuple, out_dims: tuple) -> bool:
+    """Whether only the last three stored axes are scaled, their sizes known, and at most one
+    output size (a dynamic batch) left to run time."""
+    lead = len(scales) - (_FAST_RANK - 1)
+    return all(s == 1 for s in scales[:lead]) and None not in dims[lead:] and list(out_dims).count(None) <= 1
+
+
+def _as_fast_rank(ctx: LoweringContext, op: Op, tensor: str, scales: list[float], dims: tuple, out_dims: tuple) -> str:
+    """The Resize on the tensor viewed as 4-D (the leading axes merged), reshaped back."""
+    lead = len(scales) - (_FAST_RANK - 1)
+    flat = ctx.helper1(op, "as4d", "Reshape", [tensor, ctx.ints([-1, *dims[lead:]], f"{op.name}/as4d")])
+    grown = ctx.helper1(op, "resize", "Resize", [flat, "", _scales(ctx, op, [1.0, *scales[lead:]])], **_ATTRS)
+    target = ctx.ints([-1 if d is None else d for d in out_dims], f"{op.name}/shape")
+    return ctx.emit1(op, "Reshape", [grown, target])
+
+
+def _match(ctx: LoweringContext, op: Op) -> Optional[tuple[Value, int, int, Op]]:
+    """(x, axis, count, the ExpandDims) when `op` = Reshape(Tile(ExpandDims(x, axis + 1))) repeats one
+    axis of a float tensor of known rank, its ExpandDims and Tile read only by the repeat."""
+    tiled = op.operands[0]
+    if tiled.op.type != "Tile" or not single_use(ctx, tiled, op) or op.results[0].dtype != DType.FLOAT:
+        return None
+    expanded = tiled.op.operands[0]
+    if expanded.op.type != "ExpandDims" or not single_use(ctx, expanded, tiled.op):
+        return None
+    x = expanded.op.operands[0]
+    dims, out = ctx.shape(x).dims, ctx.shape(op.results[0]).dims
+    inserted, multiples = ctx.constant(expanded.op.operands[1]), ctx.constant(tiled.op.operands[1])
+    if dims is None or out is None or len(out) != len(dims) or inserted is None or inserted.size != 1:
+        return None
+    rank = len(dims)
+    axis = int(inserted.reshape(())) % (rank + 1) - 1  # ExpandDims takes -rank-1..rank
+    if axis < 0 or multiples is None or multiples.shape != (rank + 1,):
+        return None
+    count = int(multiples[axis + 1])
+    if count < 1 or np.any(np.delete(multiples, axis + 1) != 1):
+        return None
+    return (x, axis, count, expanded.op) if _copies_fold_into(dims, out, axis, count) else None
+
+
+def _copies_fold_into(dims: tuple, out: tuple, axis: int, count: int) -> bool:
+    """Whether the Reshape to `out` folds the copies into `axis`: every other axis keeps its size
+    and `axis` grows `count` times, at most one size (a dynamic batch) left for run time, which
+    the element count then fixes."""
+    if out.count(None) > 1:
+        return False
+    for i, (d, o) in enumerate(zip(dims, out)):
+        if o is not None and (d is None or o != d * (count if i == axis else 1)):
+            return False
+    return True
