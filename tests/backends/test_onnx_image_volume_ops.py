@@ -198,27 +198,34 @@ def test_lrn_of_half_is_refused():
 @pytest.mark.parametrize("shape, size", [((2, 4, 6, 3), (8, 12)), ((1, 8, 6, 2), (4, 3)), ((1, 5, 3, 2), (20, 12)),
                                          ((1, 4, 4, 1), (16, 8))])
 def test_resize_bicubic_on_tf_table_steps(shape, size, align: bool, half: bool):
+    """One cubic Resize where every fraction is on TF's 1/1024 table and no axis shrinks; else the
+    tabulated weights as two MatMuls (tests/backends/test_onnx_separable_resize.py has more)."""
     rng = np.random.default_rng(sum(size))
     b = Builder()
     x = b.input("x", list(shape))
     y = b("ResizeBicubic", x, ints(b, size), align_corners=align, half_pixel_centers=half)
-    if size[0] < shape[1]:
-        with pytest.raises(UnsupportedOpError, match=r"'ResizeBicubic'.*(downscaling|1/1024)"):
-            export_with_report(b.graph, ["x"], [y.name])
-        return
-    if align and not all(((s - 1) * 1024) % (o - 1) == 0 for s, o in zip(shape[1:3], size)):
-        with pytest.raises(UnsupportedOpError, match=r"'ResizeBicubic'.*1/1024"):
-            export_with_report(b.graph, ["x"], [y.name])
-        return
     counts = check(b, {"x": rng.standard_normal(shape).astype(np.float32)}, [y], atol=1e-5)
-    assert counts["Resize"] == 1
+    off_table = align and not all(((s - 1) * 1024) % (o - 1) == 0 for s, o in zip(shape[1:3], size))
+    if size[0] < shape[1] or off_table:
+        assert counts["MatMul"] == 2 and "Resize" not in counts
+    else:
+        assert counts["Resize"] == 1 and "MatMul" not in counts
 
 
-@pytest.mark.parametrize("shape, size", [((1, 5, 7, 2), (11, 4)), ((1, None, 4, 2), (8, 8))])
-def test_resize_bicubic_off_the_table_is_refused(shape, size):
+@pytest.mark.parametrize("shape, size", [((1, 5, 7, 2), (11, 4)), ((1, 8, 6, 2), (4, 3))])
+def test_resize_bicubic_off_the_table_or_shrinking_exports(shape, size):
+    rng = np.random.default_rng(sum(size))
     b = Builder()
     y = b("ResizeBicubic", b.input("x", list(shape)), ints(b, size), half_pixel_centers=True)
-    with pytest.raises(UnsupportedOpError, match=r"'ResizeBicubic' \(node 'resizebicubic'\).*1/1024"):
+    counts = check(b, {"x": rng.standard_normal(shape).astype(np.float32)}, [y], atol=1e-5)
+    assert counts["MatMul"] == 2
+
+
+@pytest.mark.parametrize("shape, size", [((1, None, 4, 2), (8, 8)), ((1, 5, None, 2), (11, 4))])
+def test_resize_bicubic_of_unknown_size_is_refused(shape, size):
+    b = Builder()
+    y = b("ResizeBicubic", b.input("x", list(shape)), ints(b, size), half_pixel_centers=True)
+    with pytest.raises(UnsupportedOpError, match=r"'ResizeBicubic' \(node 'resizebicubic'\).*height and width"):
         export_with_report(b.graph, ["x"], [y.name])
 
 
@@ -338,12 +345,13 @@ def test_resize_area_whole_factors(shape, size, align: bool, plan: str, dtype: D
     assert counts[plan] == 1
 
 
-@pytest.mark.parametrize("shape, size, align", [((1, 5, 7, 2), (3, 4), False), ((1, 4, 4, 1), (2, 2), True),
-                                                ((1, 6, 4, 1), (3, 8), False)])
-def test_resize_area_partial_cells_are_refused(shape, size, align: bool):
+@pytest.mark.parametrize("shape, size", [((1, 5, None, 2), (3, 4)), ((1, None, 4, 1), (3, 8))])
+def test_resize_area_partial_cells_of_unknown_size_are_refused(shape, size):
+    """Partial cells need the weight matrices (tests/backends/test_onnx_separable_resize.py), which
+    need the input's height and width."""
     b = Builder()
-    y = b("ResizeArea", b.input("x", list(shape)), ints(b, size), align_corners=align)
-    with pytest.raises(UnsupportedOpError, match=r"'ResizeArea' \(node 'resizearea'\).*whole-factor"):
+    y = b("ResizeArea", b.input("x", list(shape)), ints(b, size))
+    with pytest.raises(UnsupportedOpError, match=r"'ResizeArea' \(node 'resizearea'\).*height and width"):
         export_with_report(b.graph, ["x"], [y.name])
 
 

@@ -12,7 +12,8 @@ tf = pytest.importorskip("tensorflow")
 
 from compiler.runtime.kernels import KernelError  # noqa: E402
 from tests.backends.test_onnx_image_volume_ops import BACKPROP3D_CASES, CONV3D_CASES, detections, five  # noqa: E402
-from tests.runtime.test_kernels import F32, assert_matches, check, check_xla, rand, run_ours  # noqa: E402
+from tests.runtime.test_kernels import (F32, assert_matches, check, check_or_both_fail, check_xla, rand,  # noqa: E402
+                                         run_ours)
 
 pytestmark = pytest.mark.tf
 
@@ -185,12 +186,56 @@ def test_fake_quant_refusals():
 # ---------------------------------------------------------------- ResizeArea
 @pytest.mark.parametrize("align", [False, True])
 @pytest.mark.parametrize("shape, size", [((2, 6, 9, 3), (4, 3)), ((1, 5, 7, 2), (11, 4)), ((1, 9, 6, 1), (4, 13)),
-                                         ((1, 1, 3, 2), (3, 5))])
+                                         ((1, 1, 3, 2), (3, 5)), ((1, 64, 9, 3), (100, 5))])
 def test_resize_area(shape, size, align: bool):
     rng = np.random.default_rng(sum(shape) + sum(size))
     inputs = {"images": rand(rng, shape), "size": np.asarray(size, np.int32)}
     check("ResizeArea", inputs, {"align_corners": align})
     check("ResizeArea", {**inputs, "images": rand(rng, shape, np.uint8, 0, 255)}, {"align_corners": align})
+
+
+# ---------------------------------------------------------------- ScaleAndTranslate
+SAMPLING_KERNELS = ["lanczos1", "lanczos3", "lanczos5", "gaussian", "box", "triangle", "keyscubic", "mitchellcubic"]
+SCALE_CASES = [  # (shape, size, scale or None for size / input, translation)
+    ((2, 8, 8, 3), (12, 12), None, (0, 0)), ((1, 64, 20, 2), (100, 7), None, (0, 0)),
+    ((1, 16, 16, 2), (5, 3), None, (0, 0)), ((1, 9, 7, 1), (4, 13), (0.37, 1.9), (1.3, -2.1)),
+    ((1, 5, 6, 1), (5, 6), (1, 1), (0, 0)), ((1, 10, 10, 1), (7, 9), (0.1, 3.0), (-3, 20)),
+    ((1, 1, 3, 2), (3, 5), None, (0.5, 0)),
+]
+
+
+def _scale_inputs(images: np.ndarray, size, scale, translation) -> dict[str, np.ndarray]:
+    scale = scale or [s / d for s, d in zip(size, images.shape[1:3])]
+    return {"images": images, "size": np.asarray(size, np.int32), "scale": np.asarray(scale, F32),
+            "translation": np.asarray(translation, F32)}
+
+
+@pytest.mark.parametrize("antialias", [True, False])
+@pytest.mark.parametrize("kernel_type", SAMPLING_KERNELS)
+@pytest.mark.parametrize("case", SCALE_CASES)
+def test_scale_and_translate(case, kernel_type: str, antialias: bool):
+    shape, size, scale, translation = case
+    rng = np.random.default_rng(sum(shape) + sum(size))
+    attrs = {"kernel_type": kernel_type, "antialias": antialias}
+    check("ScaleAndTranslate", _scale_inputs(rand(rng, shape), size, scale, translation), attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.float64])
+def test_scale_and_translate_of_other_types_and_defaults(dtype):
+    """Always float32 out; kernel_type is matched ignoring case, and defaults to antialiased lanczos3."""
+    rng = np.random.default_rng(7)
+    inputs = _scale_inputs(rand(rng, (2, 9, 11, 2), dtype, 0, 200), (5, 17), None, (0.25, -1))
+    check("ScaleAndTranslate", inputs, {"kernel_type": "MitchellCubic", "antialias": False})
+    assert_matches("ScaleAndTranslate", run_ours("ScaleAndTranslate", inputs, {}),
+                   [tf.raw_ops.ScaleAndTranslate(**inputs).numpy()])
+
+
+@pytest.mark.parametrize("scale, translation, attrs", [((0.0, 1.0), (0, 0), {}), ((1.0, -2.0), (0, 0), {}),
+                                                       ((1.0, 1.0), (0, 0, 0), {}),
+                                                       ((1.0, 1.0), (0, 0), {"kernel_type": "cubic"})])
+def test_scale_and_translate_refuses_what_tf_refuses(scale, translation, attrs):
+    inputs = _scale_inputs(np.ones((1, 4, 4, 1), F32), (3, 3), scale, translation)
+    assert not check_or_both_fail("ScaleAndTranslate", inputs, attrs)
 
 
 # ---------------------------------------------------------------- MaxPoolWithArgmax

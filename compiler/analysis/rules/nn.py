@@ -88,7 +88,7 @@ def _global_batch_norm(facts: OpFacts) -> Optional[list[Shape]]:
     return [facts.shapes[0]]
 
 
-@shape_rule("ResizeBilinear", "ResizeNearestNeighbor", "ResizeBicubic", "ResizeArea")
+@shape_rule("ResizeBilinear", "ResizeNearestNeighbor", "ResizeBicubic", "ResizeArea", "ScaleAndTranslate")
 def _resize(facts: OpFacts) -> Optional[list[Shape]]:
     x, size = facts.dims(0), facts.ints(1)
     if x is None or len(x) != 4:

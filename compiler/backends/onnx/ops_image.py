@@ -1,7 +1,9 @@
 """Image ops: resizing, DepthToSpace / SpaceToDepth and LRN (channels-first), AdjustContrastv2.
 
 ResizeBilinear / ResizeNearestNeighbor / ResizeBicubic become ONNX Resize (NCHW);
-ResizeArea, where it is a plain mean or copy, AveragePool or nearest Resize.
+ResizeArea, where it is a plain mean or copy, AveragePool or nearest Resize.  Every other
+bicubic or area resize, and ScaleAndTranslate, is separable and linear with weights fixed by
+the static sizes: two constant MatMuls, y = Wh @ x @ Ww^T (see `emit_separable`).
 
 TF encodes pixel-centre conventions as two booleans; ONNX as a
 coordinate_transformation_mode (plus, for nearest, a rounding mode):
@@ -25,7 +27,8 @@ from compiler.backends.onnx.registry import AGNOSTIC, CHANNELS_FIRST, lowers
 from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
-from compiler.runtime.kernels.image import source_positions
+from compiler.runtime.kernels.image import (area_matrix, bicubic_matrix, sampling_kernel, scale_translate_matrix,
+                                            source_positions)
 
 _NHWC = layout.channels_first(4)
 
@@ -126,12 +129,61 @@ def emit_resize(ctx: LoweringContext, op: Op, x: str, stored_dims: Sequence, siz
     return ctx.helper1(op, suffix, "Resize", inputs, **attrs)
 
 
+def _output_size(ctx: LoweringContext, op: Op) -> list[int]:
+    return [int(s) for s in ctx.const_operand(op, 1, "the output size").reshape(-1)]
+
+
 def _resize_operands(ctx: LoweringContext, op: Op) -> tuple[list[int], bool, bool]:
     dtype = ctx.dtype(op.operands[0])
     if dtype is None or not dtype.is_float:
         raise UnsupportedOpError(op.type, op.name, "only floating-point images are supported")
-    size = [int(s) for s in ctx.const_operand(op, 1, "the output size").reshape(-1)]
-    return size, bool(op.attr("align_corners", False)), bool(op.attr("half_pixel_centers", False))
+    return _output_size(ctx, op), bool(op.attr("align_corners", False)), bool(op.attr("half_pixel_centers", False))
+
+
+# -- separable resizes: y = Wh @ x @ Ww^T ---------------------------------------------------------
+_MAX_MATRIX = 1 << 22  # elements of one axis's weight matrix, an initializer of 16 MB
+
+
+def _float_image(ctx: LoweringContext, op: Op) -> str:
+    """The image operand in NCHW, as float32: these resizers compute and return float32 whatever
+    the input type."""
+    x = ctx.operand(op, 0, _NHWC)
+    return x if ctx.dtype(op.operands[0]) == DType.FLOAT else ctx.helper1(op, "float", "Cast", [x], to=1)
+
+
+def _matrix_sizes(op: Op, dims: Sequence[Optional[int]], size: Sequence[int]) -> tuple[int, int]:
+    """The input's height and width, which the weight matrices are built from: both must be
+    known, and each (out, in) matrix of sane size."""
+    hw = list(dims[1:3])
+    if len(size) != 2 or min(size) <= 0:
+        raise UnsupportedOpError(op.type, op.name, f"output size {list(size)}: TF takes two positive sizes")
+    if None in hw:
+        raise UnsupportedOpError(op.type, op.name, f"resizing {hw} to {list(size)}: the separable form needs "
+                                                   "the input's height and width known statically")
+    for d, s in zip(hw, size):
+        if d * s > _MAX_MATRIX:  # type: ignore[operator]
+            raise UnsupportedOpError(op.type, op.name, f"resizing {hw} to {list(size)}: a {s}x{d} weight matrix "
+                                                       f"is over {_MAX_MATRIX} elements")
+    return hw[0], hw[1]  # type: ignore[return-value]
+
+
+def _is_identity(matrix: np.ndarray) -> bool:
+    return matrix.shape[0] == matrix.shape[1] and bool(np.array_equal(matrix, np.eye(len(matrix))))
+
+
+def emit_separable(ctx: LoweringContext, op: Op, rows: np.ndarray, cols: np.ndarray) -> None:
+    """Bind op's result to Wh @ x @ Ww^T, x the float32 NCHW image, `rows` Wh (out_h, in_h) and
+    `cols` Ww (out_w, in_w): MatMul broadcasts a 2-D operand over N and C.  An identity is skipped."""
+    y = _float_image(ctx, op)
+    across = None if _is_identity(cols) else ctx.initializer(cols.T.astype(np.float32), f"{op.name}/cols")
+    down = None if _is_identity(rows) else ctx.initializer(rows.astype(np.float32), f"{op.name}/rows")
+    if across is None and down is None:
+        y = ctx.emit1(op, "Identity", [y])
+    if across is not None:
+        y = ctx.emit1(op, "MatMul", [y, across]) if down is None else ctx.helper1(op, "across", "MatMul", [y, across])
+    if down is not None:
+        y = ctx.emit1(op, "MatMul", [down, y])
+    ctx.bind(op.results[0], y, _NHWC)
 
 
 @lowers("ResizeBilinear", "ResizeNearestNeighbor", layout=CHANNELS_FIRST)
@@ -154,21 +206,30 @@ def _on_table_grid(in_size: Optional[int], out_size: int, align: bool, half: boo
     return bool(np.all(steps == np.rint(steps)))
 
 
+def _cubic_resize_fits(dtype: Optional[DType], dims: Sequence[Optional[int]], size: Sequence[int], align: bool,
+                      half: bool) -> bool:
+    """Whether one ONNX cubic Resize computes this: a float32 image (Resize keeps the input type),
+    every fraction on TF's table, and no axis shrinking (onnxruntime's layout optimizer makes a
+    cubic downscale a channels-last Resize, which it then rejects)."""
+    pairs = list(zip(dims[1:3], size))
+    return (dtype == DType.FLOAT and len(size) == 2 and all(_on_table_grid(d, s, align, half) for d, s in pairs)
+            and all(s >= d for d, s in pairs))  # type: ignore[operator]
+
+
 @lowers("ResizeBicubic", layout=CHANNELS_FIRST)
 def _resize_bicubic(ctx: LoweringContext, op: Op) -> None:
     """TF's bicubic is Keys' a = -0.5 with out-of-image taps dropped and renormalised (ONNX
     exclude_outside) under half-pixel centres, else a = -0.75 with taps clamped to the edge.
-    TF reads weights from a table at 1/1024 steps of the fraction, so only sizes whose
-    fractions fall on those steps match ONNX's exact cubic; others are refused."""
-    size, align, half = _resize_operands(ctx, op)
+    TF reads weights from a table at 1/1024 steps of the fraction, so only where every fraction
+    falls on those steps does ONNX's exact cubic Resize match; elsewhere the tabulated weights go
+    into the separable form."""
+    size = _output_size(ctx, op)
+    align, half = bool(op.attr("align_corners", False)), bool(op.attr("half_pixel_centers", False))
     dims = ctx.shape(op.operands[0]).dims or (None,) * 4
-    if len(size) != 2 or not all(_on_table_grid(d, s, align, half) for d, s in zip(dims[1:3], size)):
-        raise UnsupportedOpError(op.type, op.name, f"resizing {list(dims[1:3])} to {size}: TF's tabulated cubic "
-                                                   "weights differ from ONNX's exact ones unless the input size is "
-                                                   "known and every sample falls on a 1/1024 step")
-    if any(s < d for d, s in zip(dims[1:3], size)):  # type: ignore[operator]
-        raise UnsupportedOpError(op.type, op.name, f"downscaling {list(dims[1:3])} to {size}: onnxruntime's layout "
-                                                   "optimizer makes this a channels-last cubic Resize, which it rejects")
+    if not _cubic_resize_fits(ctx.dtype(op.operands[0]), dims, size, align, half):
+        in_h, in_w = _matrix_sizes(op, dims, size)
+        emit_separable(ctx, op, bicubic_matrix(in_h, size[0], align, half), bicubic_matrix(in_w, size[1], align, half))
+        return
     out = emit_resize(ctx, op, ctx.operand(op, 0, _NHWC), layout.physical_dims(dims, _NHWC), size, "cubic", align,
                       half, cubic_coeff_a=-0.5 if half else -0.75, exclude_outside=int(half))
     ctx.bind(op.results[0], out, _NHWC)
@@ -247,23 +308,44 @@ def _area_plan(in_hw: Sequence[Optional[int]], size: Sequence[int], align: bool)
 def _resize_area(ctx: LoweringContext, op: Op) -> None:
     """Area resizing averages the input cells under each output cell: AveragePool for whole-factor
     shrinking, nearest (floor) Resize for whole-factor growth; other ratios mix partial cells,
-    which no ONNX op weights that way, and are refused."""
-    size = [int(s) for s in ctx.const_operand(op, 1, "the output size").reshape(-1)]
+    which no ONNX op weights that way, so they take the separable form."""
+    size = _output_size(ctx, op)
     align = bool(op.attr("align_corners", False))
     dims = ctx.shape(op.operands[0]).dims or (None,) * 4
     plan = _area_plan(dims[1:3], size, align) if len(size) == 2 else None
     if plan is None:
-        raise UnsupportedOpError(op.type, op.name, f"resizing {list(dims[1:3])} to {size}: only whole-factor "
-                                                   "shrinking or growth of a known size has an exact ONNX form")
-    x = ctx.operand(op, 0, _NHWC)
-    if ctx.dtype(op.operands[0]) != DType.FLOAT:  # TF averages every type in float32
-        x = ctx.helper1(op, "float", "Cast", [x], to=1)
+        in_h, in_w = _matrix_sizes(op, dims, size)
+        emit_separable(ctx, op, area_matrix(in_h, size[0], align), area_matrix(in_w, size[1], align))
+        return
+    x = _float_image(ctx, op)
     if plan == "pool":
         factors = [d // s for d, s in zip(dims[1:3], size)]  # type: ignore[operator]
         out = ctx.emit1(op, "AveragePool", [x], kernel_shape=factors, strides=factors)
     else:
         out = emit_resize(ctx, op, x, layout.physical_dims(dims, _NHWC), size, "nearest", False, False)
     ctx.bind(op.results[0], out, _NHWC)
+
+
+@lowers("ScaleAndTranslate", layout=CHANNELS_FIRST)
+def _scale_and_translate(ctx: LoweringContext, op: Op) -> None:
+    """TF's general resampler (tf.image.resize with antialias, or the lanczos, gaussian and
+    mitchellcubic methods): per axis a kernel placed by scale and translation, so with those
+    constant a fixed weight matrix per axis."""
+    size = _output_size(ctx, op)
+    scale = ctx.const_operand(op, 2, "the scale").astype(np.float32).reshape(-1)
+    shift = ctx.const_operand(op, 3, "the translation").astype(np.float32).reshape(-1)
+    kernel_type = sampling_kernel(op.attr("kernel_type", "lanczos3"))
+    if kernel_type is None:
+        named = attr_text(op.attr("kernel_type"))
+        raise UnsupportedOpError(op.type, op.name, f"kernel_type {named!r}, which TF rejects")
+    if scale.shape != (2,) or shift.shape != (2,) or not min(scale) > 0:
+        raise UnsupportedOpError(op.type, op.name, f"scale {scale.tolist()} and translation {shift.tolist()}: TF "
+                                                   "takes two positive scales and two translations")
+    antialias = bool(op.attr("antialias", True))
+    in_hw = _matrix_sizes(op, ctx.shape(op.operands[0]).dims or (None,) * 4, size)
+    rows, cols = (scale_translate_matrix(in_hw[axis], size[axis], float(scale[axis]), float(shift[axis]), kernel_type,
+                                         antialias) for axis in (0, 1))
+    emit_separable(ctx, op, rows, cols)
 
 
 @lowers("AdjustContrastv2", layout=AGNOSTIC)

@@ -6,7 +6,8 @@ that is what keeps sampled indices identical at the rounding boundaries.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Optional
 
 import numpy as np
 
@@ -70,21 +71,47 @@ def _nearest_axis(in_size: int, out_size: int, align_corners: bool,
     return np.maximum(index, 0) if half_pixel_centers else index
 
 
-def _resize_args(attrs: Attrs, inputs: list[Array]) -> tuple[Array, int, int, bool, bool]:
-    images, size = inputs
+def _images_and_size(images: Array, size: Array) -> tuple[int, int]:
+    """The output height and width, after the checks every resizer makes."""
     dims = int_vector(size)
     if images.ndim != 4:
         raise KernelError(f"images must be 4-D, got shape {list(images.shape)}")
     if len(dims) != 2 or min(dims) <= 0:
         raise KernelError(f"size must be two positive ints, got {dims}")
+    if min(images.shape[1:3]) <= 0:
+        raise KernelError("input image must have non-empty spatial dims")
+    checked_shape([images.shape[0], dims[0], dims[1], images.shape[3]], 8)
+    return dims[0], dims[1]
+
+
+def _resize_args(attrs: Attrs, inputs: list[Array]) -> tuple[Array, int, int, bool, bool]:
+    images, size = inputs
+    h, w = _images_and_size(images, size)
     align = bool(attr(attrs, "align_corners", False))
     half = bool(attr(attrs, "half_pixel_centers", False))
     if align and half:
         raise KernelError("if half_pixel_centers is True, align_corners must be False")
-    if min(images.shape[1:3]) <= 0:
-        raise KernelError("input image must have non-empty spatial dims")
-    checked_shape([images.shape[0], dims[0], dims[1], images.shape[3]], 8)
-    return images, dims[0], dims[1], align, half
+    return images, h, w, align, half
+
+
+def _zero_matrix(out_size: int, in_size: int) -> Array:
+    """An (out, in) float64 weight matrix of zeros, within the tensor size limit."""
+    return np.zeros(checked_shape([out_size, in_size], 8, "resize weight matrix"))
+
+
+def _dense(indices: Array, weights: Array, in_size: int) -> Array:
+    """Per-output taps (indices, weights), each (out, taps), scatter-added into a dense (out, in)
+    float64 matrix: the form both the interpreter and the ONNX lowering (a MatMul) apply."""
+    matrix = _zero_matrix(indices.shape[0], in_size)
+    np.add.at(matrix, (np.arange(indices.shape[0])[:, None], indices), weights.astype(np.float64))
+    return matrix
+
+
+def separable_resize(images: Array, rows: Array, cols: Array) -> Array:
+    """NHWC images through an (out_h, in_h) and an (out_w, in_w) weight matrix, summed in float64;
+    float32 out, as every interpolating TF resizer returns."""
+    x = images.astype(np.float64)
+    return np.einsum("hi,niwc,jw->nhjc", rows, x, cols, optimize=True).astype(_F32)
 
 
 @kernel("ResizeBilinear")
@@ -138,6 +165,11 @@ def bicubic_axis(in_size: int, out_size: int, align_corners: bool, half_pixel_ce
     return clamped, weights.astype(_F32)
 
 
+def bicubic_matrix(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool) -> Array:
+    """(out, in) float64: `bicubic_axis`'s tabulated taps as a matrix (clamped taps add up)."""
+    return _dense(*bicubic_axis(in_size, out_size, align_corners, half_pixel_centers), in_size)
+
+
 @kernel("ResizeBicubic")
 def _resize_bicubic(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     """Always float32 output; rows, then columns, are weighted sums of four taps."""
@@ -164,27 +196,149 @@ def _area_scale(in_size: int, out_size: int, align_corners: bool) -> np.float32:
 
 def area_weights(in_size: int, out_size: int, align_corners: bool) -> Array:
     """(out, in) float64 matrix: how much of each input cell output cell i covers, its span being
-    [i * scale, (i + 1) * scale) in float32 as TF computes it (cells past the edge count as the last)."""
+    [i * scale, (i + 1) * scale) in float32 as TF computes it (cells past the edge count as the last).
+    A span inside one cell covers `scale` of it, not the rounded end - start, as in TF."""
     scale = _area_scale(in_size, out_size, align_corners)
-    weights = np.zeros((out_size, in_size))
+    weights = _zero_matrix(out_size, in_size)
     for i in range(out_size):
         start, end = _F32(i) * scale, _F32(i + 1) * scale
         for cell in range(int(np.floor(start)), int(np.ceil(end))):
-            cover = min(_F32(cell + 1), end) - max(_F32(cell), start)
+            inside = cell < start and cell + 1 > end
+            cover = scale if inside else min(_F32(cell + 1), end) - max(_F32(cell), start)
             weights[i, min(cell, in_size - 1)] += float(cover)
     return weights
 
 
+def area_matrix(in_size: int, out_size: int, align_corners: bool) -> Array:
+    """(out, in) float64: `area_weights` over the span's length, so that output cell's mean.  TF
+    divides by both axes' spans at once in float32; per axis differs by an ulp or so."""
+    mean = _F32(1) / _area_scale(in_size, out_size, align_corners)
+    return area_weights(in_size, out_size, align_corners) * float(mean)
+
+
 @kernel("ResizeArea")
 def _resize_area(attrs: Attrs, inputs: list[Array]) -> list[Array]:
-    """Each output is the coverage-weighted sum of the input cells under it, over its area;
-    always float32."""
+    """Each output is the coverage-weighted mean of the input cells under it; always float32."""
     images, h, w, align, _ = _resize_args(attrs, inputs)
-    rows = area_weights(images.shape[1], h, align)
-    cols = area_weights(images.shape[2], w, align)
-    area = _F32(1) / (_area_scale(images.shape[1], h, align) * _area_scale(images.shape[2], w, align))
-    total = np.einsum("hi,niwc,jw->nhjc", rows, images.astype(np.float64), cols, optimize=True)
-    return [(total * float(area)).astype(_F32)]
+    return [separable_resize(images, area_matrix(images.shape[1], h, align), area_matrix(images.shape[2], w, align))]
+
+
+# ---------------------------------------------------------------- scale and translate
+# TF's sampling_kernels.h, in float32 as there: each maps |distance| in input pixels to a weight.
+
+_PI = _F32(3.14159265359)
+
+
+def _lanczos(radius: float) -> Callable[[Array], Array]:
+    """sinc(x) * sinc(x / radius) within the radius; 1 close to zero, where the quotient is 0/0."""
+    r = _F32(radius)
+
+    def weigh(x: Array) -> Array:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wave = r * np.sin(_PI * x) * np.sin(_PI * x / r) / (_PI * _PI * x * x)
+        return np.where(x > r, _F32(0), np.where(x.astype(np.float64) <= 1e-3, _F32(1), wave))
+    return weigh
+
+
+def _gaussian(x: Array) -> Array:
+    """sigma = radius / 3 = 0.5; TF takes the exponential in double."""
+    wave = np.exp(-(x * x).astype(np.float64) / (2.0 * 0.5 * 0.5)).astype(_F32)
+    return np.where(x >= _F32(1.5), _F32(0), wave)
+
+
+def _box(x: Array) -> Array:
+    """1 inside, a half on the edge, so adjacent boxes tile."""
+    return np.where(x < _F32(0.5), _F32(1), np.where(x == _F32(0.5), _F32(0.5), _F32(0)))
+
+
+def _triangle(x: Array) -> Array:
+    return np.where(x < _F32(1), _F32(1) - x, _F32(0))
+
+
+def _cubic(near: tuple[float, ...], far: tuple[float, ...]) -> Callable[[Array], Array]:
+    """A piecewise cubic of radius 2, coefficients (x^3, x^2, x, 1) on [0, 1) and [1, 2), evaluated
+    as TF's Horner forms are."""
+    n3, n2, n1, n0 = (_F32(c) for c in near)
+    f3, f2, f1, f0 = (_F32(c) for c in far)
+
+    def weigh(x: Array) -> Array:
+        inner = ((n3 * x + n2) * x + n1) * x + n0
+        outer = ((f3 * x + f2) * x + f1) * x + f0
+        return np.where(x >= _F32(2), _F32(0), np.where(x >= _F32(1), outer, inner))
+    return weigh
+
+
+_SAMPLING_KERNELS: dict[str, tuple[float, Callable[[Array], Array]]] = {
+    "lanczos1": (1.0, _lanczos(1.0)),
+    "lanczos3": (3.0, _lanczos(3.0)),
+    "lanczos5": (5.0, _lanczos(5.0)),
+    "gaussian": (1.5, _gaussian),
+    "box": (1.0, _box),
+    "triangle": (1.0, _triangle),
+    "keyscubic": (2.0, _cubic((1.5, -2.5, 0.0, 1.0), (-0.5, 2.5, -4.0, 2.0))),
+    "mitchellcubic": (2.0, _cubic((_F32(7) / _F32(6), -2.0, 0.0, _F32(8) / _F32(9)),
+                                  (_F32(-7) / _F32(18), 2.0, _F32(-10) / _F32(3), _F32(16) / _F32(9)))),
+}
+
+
+def sampling_kernel(name: object) -> Optional[str]:
+    """TF's kernel_type, which it matches ignoring case; None for a name TF rejects."""
+    text = (name.decode(errors="replace") if isinstance(name, bytes) else str(name)).lower()
+    return text if text in _SAMPLING_KERNELS else None
+
+
+def scale_translate_matrix(in_size: int, out_size: int, scale: float, translation: float, kernel_type: str,
+                           antialias: bool) -> Array:
+    """(out, in) float64: TF's ScaleAndTranslate along one axis.  Output pixel i samples the input
+    at (i + 0.5) / scale - translation / scale (float32, as TF computes it); when antialiasing a
+    shrink the kernel is stretched by 1 / scale to low-pass filter.  The taps are the input pixels
+    within the kernel's reach (none when the sample falls outside the input), their weights
+    normalised to sum to one, or all zero when they sum to about zero."""
+    radius, weigh = _SAMPLING_KERNELS[kernel_type]
+    checked_shape([out_size, in_size], 8, "resize weight matrix")  # the taps below are at most this big
+    inv_scale = _F32(1.0 / float(_F32(scale)))
+    stretch = max(inv_scale, _F32(1)) if antialias else _F32(1)
+    reach = _F32(radius) * stretch
+    sample = (np.arange(out_size, dtype=_F32) + _F32(0.5)) * inv_scale + -inv_scale * _F32(translation)
+    inside = (sample >= 0) & (sample <= _F32(in_size))
+    centre = np.where(inside, sample, _F32(0))
+    first = np.clip(np.ceil(centre - reach - _F32(0.5)), 0, in_size - 1).astype(np.int64)
+    last = np.clip(np.floor(centre + reach - _F32(0.5)), 0, in_size - 1).astype(np.int64)
+    width = min(2 * int(np.ceil(reach)) + 1, in_size) if reach < in_size else in_size
+    taps = first[:, None] + np.arange(width)
+    weights = weigh(np.abs((taps.astype(_F32) + _F32(0.5) - centre[:, None]) * (_F32(1) / stretch)))
+    weights = np.where((taps <= last[:, None]) & inside[:, None], weights, _F32(0)).astype(_F32)
+    total = np.cumsum(weights, axis=1, dtype=_F32)[:, -1:]  # in tap order, as TF adds them
+    usable = np.abs(total) >= 1000 * np.finfo(_F32).tiny
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weights = np.where(usable, weights * (_F32(1) / total), _F32(0))
+    return _dense(np.minimum(taps, in_size - 1), weights, in_size)
+
+
+def _pair(values: Array, what: str) -> tuple[float, float]:
+    flat = np.asarray(values, _F32)
+    if flat.shape != (2,):
+        raise KernelError(f"{what} must be a vector of two floats, got shape {list(flat.shape)}")
+    return float(flat[0]), float(flat[1])
+
+
+@kernel("ScaleAndTranslate")
+def _scale_and_translate(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """Rows, then columns, resampled under a kernel placed by scale and translation; always float32."""
+    images, size, scale, translation = inputs
+    h, w = _images_and_size(images, size)
+    kernel_type = sampling_kernel(attr(attrs, "kernel_type", "lanczos3"))
+    if kernel_type is None:
+        raise KernelError(f"unrecognized kernel_type {attr(attrs, 'kernel_type')!r}")
+    if images.shape[3] <= 0:
+        raise KernelError("image must have at least one channel")
+    scales, shifts = _pair(scale, "scale"), _pair(translation, "translation")
+    if not min(scales) > 0:
+        raise KernelError(f"scale must be greater than zero, got {list(scales)}")
+    antialias = bool(attr(attrs, "antialias", True))
+    rows, cols = (scale_translate_matrix(images.shape[axis + 1], out, scales[axis], shifts[axis], kernel_type,
+                                         antialias) for axis, out in enumerate((h, w)))
+    return [separable_resize(images, rows, cols)]
 
 
 # ---------------------------------------------------------------- contrast
