@@ -161,6 +161,16 @@ def test_unique_in_first_appearance_order(dtype, out_idx):
     check(b, feeds, [unique, index, *with_counts])
 
 
+@pytest.mark.parametrize("dtype", [DType.FLOAT, DType.INT32, DType.INT64])
+@pytest.mark.parametrize("y", [[2, 9, 0], [], [5, 2, -1, 7, 0]])
+def test_list_diff(dtype, y):
+    b = Builder()
+    x, other = b.input("x", [8], dtype), b.input("y", [len(y)], dtype)
+    kept, where = b("ListDiff", x, other, out_idx=DType.INT64)
+    feeds = {"x": np.asarray([5, 2, 5, -1, 2, 7, 5, 0], dtype.to_numpy()), "y": np.asarray(y, dtype.to_numpy())}
+    check(b, feeds, [kept, where, b("ListDiff", x, other)[1]])
+
+
 def test_invert_permutation_and_ensure_shape():
     b = Builder()
     p, q = b.input("p", [5], DType.INT32), b.input("q", [4], DType.INT64)

@@ -110,6 +110,15 @@ def test_unique_keeps_first_appearance_order(dtype, out_idx):
     check("Unique", {"x": np.zeros(0, dtype)}, {"out_idx": out_idx})
 
 
+@pytest.mark.parametrize("dtype", [F32, I32, I64])
+@pytest.mark.parametrize("out_idx", [DType.INT32, DType.INT64])
+def test_list_diff_keeps_x_order_and_repeats(dtype, out_idx):
+    x = np.asarray([5, 2, 5, -1, 2, 7, 5, 0], dtype)
+    check("ListDiff", {"x": x, "y": np.asarray([2, 9, 0], dtype)}, {"out_idx": out_idx})
+    check("ListDiff", {"x": x, "y": np.zeros(0, dtype)}, {"out_idx": out_idx})
+    check("ListDiff", {"x": np.zeros(0, dtype), "y": x}, {"out_idx": out_idx})
+
+
 def test_invert_permutation_and_ensure_shape():
     check("InvertPermutation", {"x": np.asarray([3, 0, 4, 1, 2], I32)})
     x = np.ones((2, 3), F32)

@@ -216,6 +216,12 @@ def _unique(facts: OpFacts) -> Optional[list[Shape]]:
     return shapes + [Shape((None,))] if facts.op.type == "UniqueWithCounts" else shapes
 
 
+@shape_rule("ListDiff")
+def _list_diff(facts: OpFacts) -> Optional[list[Shape]]:
+    """The elements of x not in y and their positions: how many is data-dependent."""
+    return [Shape((None,)), Shape((None,))]
+
+
 @shape_rule("MatrixDeterminant")
 def _determinant(facts: OpFacts) -> Optional[list[Shape]]:
     dims = facts.dims(0)

@@ -648,6 +648,25 @@ def _unique(ctx: LoweringContext, op: Op) -> None:
             ctx.bind(value, ctx.node("Identity", [tensor], ctx.prefix + value.name)[0])
 
 
+@lowers("ListDiff")
+def _list_diff(ctx: LoweringContext, op: Op) -> None:
+    """tf.setdiff1d: x[i] is kept when it equals no element of y, which an Equal of x as a column
+    against y as a row, summed along the row (none for an empty y), tells; NonZero lists the kept positions in order."""
+    x, y = ctx.operand(op, 0), ctx.operand(op, 1)
+    column = ctx.helper1(op, "column", "Unsqueeze", [x, ctx.ints([1], f"{op.name}/axis1")])
+    row = ctx.helper1(op, "row", "Unsqueeze", [y, ctx.ints([0], f"{op.name}/axis0")])
+    equal = ctx.helper1(op, "equal", "Cast", [ctx.helper1(op, "match", "Equal", [column, row])],
+                        to=onnx_type(DType.INT32))
+    found = opset.reduce(ctx, op, "ReduceSum", equal, [1], False, suffix="found")  # 0 for an empty y
+    kept = ctx.helper1(op, "kept", "Equal", [found, ctx.initializer(np.zeros((), np.int32), f"{op.name}/zero")])
+    positions = ctx.helper1(op, "positions", "Squeeze", [ctx.helper1(op, "nonzero", "NonZero", [kept]),
+                                                          ctx.ints([0], f"{op.name}/axis0")])
+    ctx.bind(op.results[0], ctx.emit1(op, "Gather", [x, positions], axis=0))
+    index_type = op.attr("out_idx", DType.INT32)
+    ctx.bind(op.results[1], ctx.node("Cast", [positions], ctx.prefix + op.results[1].name,
+                                     to=onnx_type(index_type))[0])
+
+
 @lowers("InvertPermutation")
 def _invert_permutation(ctx: LoweringContext, op: Op) -> None:
     """The inverse of a permutation is its argsort: the indices of an ascending TopK over all of

@@ -650,6 +650,16 @@ def _unique_with_counts(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     return list(_unique(inputs[0], dtype_attr(attrs, "out_idx", _INT32)))
 
 
+@kernel("ListDiff")
+def _list_diff(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """tf.setdiff1d: the elements of x not in y, in x's order (repeats kept), and their positions."""
+    x, y = inputs
+    if x.ndim != 1 or y.ndim != 1:
+        raise KernelError(f"x and y must be vectors, got shapes {list(x.shape)} and {list(y.shape)}")
+    keep = ~np.isin(x, y)
+    return [x[keep], np.flatnonzero(keep).astype(dtype_attr(attrs, "out_idx", _INT32))]
+
+
 @kernel("EnsureShape")
 def _ensure_shape(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     """The input, when its shape is compatible with the stated one."""
