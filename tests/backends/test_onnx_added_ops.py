@@ -310,6 +310,11 @@ def test_cumsum_of_int8_is_refused():
     ("BTNH,BSNH->BNTS", [(2, 5, 3, 4), (2, 6, 3, 4)], {"Transpose": 2, "MatMul": 1}),   # MultiHeadAttention
     ("BNTS,BSNH->BTNH", [(2, 3, 5, 6), (2, 6, 3, 4)], {"Transpose": 2, "MatMul": 1}),
     ("abc,cd->abd", [(2, 3, 4), (4, 5)], {"MatMul": 1}), ("ij,jk->ki", [(2, 3), (3, 4)], {"MatMul": 1, "Transpose": 1}),
+    # letters in one operand only are summed first (EinsumDense)
+    ("abcd,de->abe", [(2, 3, 4, 5), (5, 6)], {"ReduceSum": 1, "MatMul": 1}),
+    ("abcd,ed->eab", [(2, 3, 4, 5), (6, 5)], {"ReduceSum": 1, "Transpose": 2, "MatMul": 1}),
+    ("bi,bjk->bij", [(2, 3), (2, 4, 5)], {"Einsum": 1}),        # summed, then no contraction left
+    ("iij,jk->k", [(3, 3, 4), (4, 2)], {"Einsum": 1}),          # a diagonal, not a sum
 ])
 def test_einsum_equations(equation: str, shapes: list[tuple[int, ...]], nodes: dict[str, int]):
     rng = np.random.default_rng(12)
@@ -325,6 +330,14 @@ def test_einsum_of_a_constant_transposes_the_initializer():
     x = b.input("x", [2, 3])
     weights = np.arange(12, dtype=np.float32).reshape(4, 3)
     y = b("Einsum", x, b.const(weights), equation="ij,kj->ik", N=2)
+    assert check(b, {"x": np.ones((2, 3), np.float32)}, [y]) == {"MatMul": 1}
+
+
+def test_einsum_of_a_constant_sums_and_transposes_the_initializer():
+    b = Builder()
+    x = b.input("x", [2, 3])
+    weights = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
+    y = b("Einsum", x, b.const(weights), equation="ij,kcj->ik", N=2)
     assert check(b, {"x": np.ones((2, 3), np.float32)}, [y]) == {"MatMul": 1}
 
 

@@ -7,12 +7,12 @@ inference-mode batch norms become BatchNormalization on channels-first data.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
 from compiler.analysis.window import data_format
-from compiler.backends.onnx import layout
+from compiler.backends.onnx import layout, opset
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.fusion import absorb_bias
@@ -93,17 +93,32 @@ def _einsum(ctx: LoweringContext, op: Op) -> None:
     dtype = ctx.dtype(op.results[0])
     if dtype not in _EINSUM_TYPES:
         raise UnsupportedOpError(op.type, op.name, f"Einsum of {dtype}")
-    plan = matmul_plan(terms) if arrow and len(op.operands) == 2 else None
+    summed = _summed_axes(terms) if arrow and len(op.operands) == 2 else None
+    plan = matmul_plan(_without(terms, summed)) if summed is not None else None
     if plan is None:
         ctx.bind(op.results[0], ctx.emit1(op, "Einsum", [ctx.value_in(v) for v in op.operands], equation=equation))
         return
-    moved = [ctx.value_in(value) if perm is None else transposed_operand(ctx, op, i, perm, "moved")
-             for i, (value, perm) in enumerate(zip(op.operands, plan))]
+    moved = [transposed_operand(ctx, op, i, perm, "moved", axes) for i, (perm, axes) in enumerate(zip(plan, summed))]
     if plan[2] is None:
         ctx.bind(op.results[0], ctx.emit1(op, "MatMul", moved))
         return
     product = ctx.helper1(op, "matmul", "MatMul", moved)
     ctx.bind(op.results[0], ctx.emit1(op, "Transpose", [product], perm=plan[2]))
+
+
+def _summed_axes(terms: list[str]) -> Optional[list[list[int]]]:
+    """Per operand, the axes of letters in neither the other operand nor the output: they are
+    summed away before the product (EinsumDense's "abcd,de->abe").  None for an ellipsis."""
+    a, b, out = terms
+    if "." in a + b + out or any(len(set(t)) != len(t) for t in terms):
+        return None  # (a letter twice in a term takes a diagonal, not a sum)
+    return [[i for i, c in enumerate(term) if c not in other and c not in out] for term, other in ((a, b), (b, a))]
+
+
+def _without(terms: list[str], summed: list[list[int]]) -> list[str]:
+    """The einsum once `summed` axes are gone."""
+    kept = [("".join(c for i, c in enumerate(term) if i not in axes)) for term, axes in zip(terms, summed)]
+    return kept + [terms[2]]
 
 
 Perms = tuple[Optional[list[int]], Optional[list[int]], Optional[list[int]]]
@@ -133,14 +148,22 @@ def matmul_plan(terms: list[str]) -> Optional[Perms]:
     return tuple(None if perm == sorted(perm) else perm for perm in perms)  # type: ignore[return-value]
 
 
-def transposed_operand(ctx: LoweringContext, op: Op, index: int, perm: list[int], suffix: str) -> str:
-    """Operand `index` transposed by `perm`: a constant one as a transposed initializer
-    (`<operand>/<suffix>`), else a Transpose node (`<op>/<suffix><index>`)."""
+def transposed_operand(ctx: LoweringContext, op: Op, index: int, perm: Optional[list[int]], suffix: str,
+                       summed: Sequence[int] = ()) -> str:
+    """Operand `index` summed over the axes `summed`, then transposed by `perm` (None: not moved):
+    a constant one as an initializer so computed (`<operand>/<suffix>`), else ReduceSum and
+    Transpose nodes (`<op>/<suffix><index>`)."""
     value = op.operands[index]
     array = ctx.constant(value)
-    if array is not None:
-        return ctx.initializer(np.ascontiguousarray(np.transpose(array, perm)), f"{value.name}/{suffix}")
-    return ctx.helper1(op, f"{suffix}{index}", "Transpose", [ctx.value_in(value)], perm=perm)
+    if array is not None and (summed or perm is not None):
+        if summed:
+            array = array.sum(axis=tuple(summed), dtype=np.float64).astype(array.dtype)
+        return ctx.initializer(np.ascontiguousarray(array if perm is None else np.transpose(array, perm)),
+                               f"{value.name}/{suffix}")
+    tensor = ctx.value_in(value)
+    if summed:
+        tensor = opset.reduce(ctx, op, "ReduceSum", tensor, summed, False, suffix=f"summed{index}")
+    return tensor if perm is None else ctx.helper1(op, f"{suffix}{index}", "Transpose", [tensor], perm=perm)
 
 
 # -- batch norms ---------------------------------------------------------------------
