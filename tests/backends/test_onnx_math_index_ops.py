@@ -125,6 +125,20 @@ def test_sorted_segments(reduction):
     check(b, feeds, outputs, opset=18)
 
 
+@pytest.mark.parametrize("reduction", ["Sum", "Mean", "SqrtN"])
+def test_sparse_segments(reduction):
+    rng = np.random.default_rng(8)
+    b = Builder()
+    data, indices, ids = b.input("data", [5, 3]), b.input("indices", [7], DType.INT32), b.input("ids", [7], DType.INT64)
+    op = f"SparseSegment{reduction}"
+    outputs = [b(op, data, indices, ids, Tidx=DType.INT32, Tsegmentids=DType.INT64),
+               b(f"{op}WithNumSegments", data, indices, ids, ints(b, 9), Tidx=DType.INT32, Tsegmentids=DType.INT64)]
+    feeds = {"data": rng.standard_normal((5, 3)).astype(np.float32), "indices": np.asarray([4, 0, 0, 2, 1, 3, 4], np.int32),
+             "ids": np.asarray([0, 0, 2, 2, 2, 5, 6])}
+    counts = check(b, feeds, outputs)
+    assert counts["Gather"] == 2
+
+
 # -- reordering ----------------------------------------------------------------------------------------
 def test_roll_sums_shifts_per_axis_and_keeps_the_layout():
     rng = np.random.default_rng(8)

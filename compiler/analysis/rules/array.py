@@ -259,6 +259,16 @@ def _segment(facts: OpFacts) -> Optional[list[Shape]]:
     return None if dims is None else [Shape((None,) + tuple(dims[1:]))]
 
 
+@shape_rule(*(f"SparseSegment{k}{n}" for k in ("Sum", "Mean", "SqrtN") for n in ("", "WithNumSegments")))
+def _sparse_segment(facts: OpFacts) -> Optional[list[Shape]]:
+    """One row per segment (num_segments, or the largest id + 1), each a slice of the data."""
+    dims = facts.dims(0)
+    if dims is None:
+        return None
+    count = facts.ints(3) if facts.op.type.endswith("WithNumSegments") else None
+    return [Shape((None if count is None else count[0],) + tuple(dims[1:]))]
+
+
 @shape_rule("UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin", "UnsortedSegmentProd")
 def _unsorted_segment(facts: OpFacts) -> Optional[list[Shape]]:
     """num_segments rows; the ids' dims are replaced by that one."""

@@ -9,6 +9,9 @@ leaves in empty unsorted segments (finite lowest/highest for max/min).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Optional
+
 import numpy as np
 
 from compiler.backends.onnx import opset
@@ -74,28 +77,42 @@ def _tensor_scatter(ctx: LoweringContext, op: Op) -> None:
 
 
 # -- segment reductions --------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Rows:
+    """What a segment reduction combines: the data tensor, its rank, and the operand holding the ids
+    (a sparse segment op gathers its rows first)."""
+
+    tensor: str
+    rank: Optional[int]
+    ids: int = 1
+
+
+def _operand_rows(ctx: LoweringContext, op: Op) -> _Rows:
+    return _Rows(ctx.operand(op, 0), ctx.rank(op.operands[0]))
+
+
 def _segment_scatter(ctx: LoweringContext, op: Op, kind: str, count: str, drop_negative: bool,
-                     main: bool) -> str:
-    """Rows of operand 0 combined per id (operand 1) into `count` (int64 [1]) rows.  Negative
-    ids, which TF drops, go to a spare last row that is cut off."""
-    ids_rank = ctx.rank(op.operands[1])
+                     main: bool, rows: _Rows) -> str:
+    """`rows` combined per id into `count` (int64 [1]) rows.  Negative ids, which TF drops, go to
+    a spare last row that is cut off."""
+    ids_rank = ctx.rank(op.operands[rows.ids])
     if ids_rank is None:
         raise UnsupportedOpError(op.type, op.name, "the segment ids' rank is unknown")
     reduction = _reduction(ctx, op, kind)
-    ids = int64_operand(ctx, op, 1, flat=False)
-    known = ctx.constant(op.operands[1])
+    ids = int64_operand(ctx, op, rows.ids, flat=False)
+    known = ctx.constant(op.operands[rows.ids])
     drop_negative = drop_negative and (known is None or (known < 0).any())
-    rows = count
+    size = count
     if drop_negative:
-        rows = ctx.helper1(op, "rows", "Add", [count, ctx.ints([1], "one_1d")])
+        size = ctx.helper1(op, "rows", "Add", [count, ctx.ints([1], "one_1d")])
         negative = ctx.helper1(op, "negative", "Less", [ids, ctx.scalar(0, DType.INT64, "zero")])
         spare = ctx.helper1(op, "spare", "Reshape", [count, ctx.ints([], "scalar_shape")])
         ids = ctx.helper1(op, "ids", "Where", [negative, spare, ids])
-    tail = ctx.helper1(op, "tail", "Shape", [ctx.operand(op, 0)], start=ids_rank)
-    shape = ctx.helper1(op, "shape", "Concat", [rows, tail], axis=0)
+    tail = ctx.helper1(op, "tail", "Shape", [rows.tensor], start=ids_rank)
+    shape = ctx.helper1(op, "shape", "Concat", [size, tail], axis=0)
     filled = _filled(ctx, op, _identity(ctx.dtype(op.results[0]), kind), shape)
     index = ctx.helper1(op, "index", "Unsqueeze", [ids, ctx.ints([-1], "last_axis")])
-    inputs = [filled, index, ctx.operand(op, 0)]
+    inputs = [filled, index, rows.tensor]
     if not drop_negative:
         if main:
             return ctx.emit1(op, "ScatterND", inputs, reduction=reduction)
@@ -107,8 +124,9 @@ def _segment_scatter(ctx: LoweringContext, op: Op, kind: str, count: str, drop_n
     return ctx.helper1(op, "kept", "Slice", slice_inputs)
 
 
-def _num_segments(ctx: LoweringContext, op: Op) -> str:
-    return ctx.helper1(op, "count", "Reshape", [int64_operand(ctx, op, 2, flat=False), ctx.ints([1], "one_shape")])
+def _num_segments(ctx: LoweringContext, op: Op, index: int = 2) -> str:
+    return ctx.helper1(op, "count", "Reshape", [int64_operand(ctx, op, index, flat=False),
+                                                 ctx.ints([1], "one_shape")])
 
 
 _UNSORTED = {f"UnsortedSegment{k}": k for k in ("Sum", "Prod", "Max", "Min")}
@@ -116,7 +134,7 @@ _UNSORTED = {f"UnsortedSegment{k}": k for k in ("Sum", "Prod", "Max", "Min")}
 
 @lowers(*_UNSORTED)
 def _unsorted_segment(ctx: LoweringContext, op: Op) -> None:
-    out = _segment_scatter(ctx, op, _UNSORTED[op.type], _num_segments(ctx, op), True, main=True)
+    out = _segment_scatter(ctx, op, _UNSORTED[op.type], _num_segments(ctx, op), True, True, _operand_rows(ctx, op))
     ctx.bind(op.results[0], out)
 
 
@@ -138,31 +156,65 @@ def _sorted_segment(ctx: LoweringContext, op: Op) -> None:
     if ctx.rank(op.operands[1]) != 1 or ctx.rank(op.operands[0]) is None:
         raise UnsupportedOpError(op.type, op.name, "needs vector segment ids and data of known rank")
     kind = _SORTED[op.type]
+    rows = _operand_rows(ctx, op)
     count = _count_of(ctx, op, int64_operand(ctx, op, 1, flat=False))
     if kind in ("Sum", "Prod"):
-        ctx.bind(op.results[0], _segment_scatter(ctx, op, kind, count, False, main=True))
+        ctx.bind(op.results[0], _segment_scatter(ctx, op, kind, count, False, True, rows))
         return
-    combined = _segment_scatter(ctx, op, "Sum" if kind == "Mean" else kind, count, False, main=False)
-    sizes = _segment_sizes(ctx, op, count)
-    dtype = ctx.dtype(op.results[0])
     if kind == "Mean":
-        at_least_one = ctx.helper1(op, "at_least_one", "Max", [sizes, ctx.scalar(1, DType.INT64, "one")])
-        divisor = ctx.helper1(op, "divisor", "Cast", [at_least_one], to=onnx_type(dtype))
-        ctx.bind(op.results[0], ctx.emit1(op, "Div", [combined, divisor]))
+        _bind_mean(ctx, op, rows, count, sqrt=False)
         return
+    combined = _segment_scatter(ctx, op, kind, count, False, False, rows)
+    sizes = _segment_sizes(ctx, op, count, rows)
     empty = ctx.helper1(op, "empty", "Equal", [sizes, ctx.scalar(0, DType.INT64, "zero")])
-    ctx.bind(op.results[0], ctx.emit1(op, "Where", [empty, ctx.scalar(0, dtype, "zero"), combined]))
+    zero = ctx.scalar(0, ctx.dtype(op.results[0]), "zero")
+    ctx.bind(op.results[0], ctx.emit1(op, "Where", [empty, zero, combined]))
 
 
-def _segment_sizes(ctx: LoweringContext, op: Op, count: str) -> str:
+def _bind_mean(ctx: LoweringContext, op: Op, rows: _Rows, count: str, sqrt: bool) -> None:
+    """The segment sums over each segment's size (its square root with `sqrt`); an empty segment's
+    sum, 0, is divided by 1."""
+    combined = _segment_scatter(ctx, op, "Sum", count, False, False, rows)
+    sizes = _segment_sizes(ctx, op, count, rows)
+    at_least_one = ctx.helper1(op, "at_least_one", "Max", [sizes, ctx.scalar(1, DType.INT64, "one")])
+    divisor = ctx.helper1(op, "divisor", "Cast", [at_least_one], to=onnx_type(ctx.dtype(op.results[0])))
+    if sqrt:
+        divisor = ctx.helper1(op, "sqrt_divisor", "Sqrt", [divisor])
+    ctx.bind(op.results[0], ctx.emit1(op, "Div", [combined, divisor]))
+
+
+_SPARSE = {f"SparseSegment{k}{n}": k for k in ("Sum", "Mean", "SqrtN") for n in ("", "WithNumSegments")}
+
+
+@lowers(*_SPARSE)
+def _sparse_segment(ctx: LoweringContext, op: Op) -> None:
+    """Rows data[indices[i]] combined per segment_ids[i] (an embedding bag): a Gather, then the
+    segment reduction, divided for Mean and SqrtN by each segment's size or its square root."""
+    rank = ctx.rank(op.operands[0])
+    if rank is None or ctx.rank(op.operands[2]) != 1:
+        raise UnsupportedOpError(op.type, op.name, "needs vector segment ids and data of known rank")
+    gathered = ctx.helper1(op, "rows", "Gather", [ctx.operand(op, 0), int64_operand(ctx, op, 1)], axis=0)
+    rows = _Rows(gathered, rank, ids=2)
+    if op.type.endswith("WithNumSegments"):
+        count = _num_segments(ctx, op, 3)
+    else:
+        count = _count_of(ctx, op, int64_operand(ctx, op, 2, flat=False))
+    kind = _SPARSE[op.type]
+    if kind == "Sum":
+        ctx.bind(op.results[0], _segment_scatter(ctx, op, "Sum", count, False, True, rows))
+    else:
+        _bind_mean(ctx, op, rows, count, sqrt=kind == "SqrtN")
+
+
+def _segment_sizes(ctx: LoweringContext, op: Op, count: str, rows: _Rows) -> str:
     """How many ids each segment has (int64), shaped to broadcast against the result's rows."""
-    ids = int64_operand(ctx, op, 1, flat=False)
+    ids = int64_operand(ctx, op, rows.ids, flat=False)
     ones = ctx.helper1(op, "ones", "Expand", [ctx.scalar(1, DType.INT64, "one"),
                                               ctx.helper1(op, "ids_shape", "Shape", [ids])])
     zeros = ctx.helper1(op, "no_sizes", "Expand", [ctx.scalar(0, DType.INT64, "zero"), count])
     index = ctx.helper1(op, "size_index", "Unsqueeze", [ids, ctx.ints([-1], "last_axis")])
     sizes = ctx.helper1(op, "sizes", "ScatterND", [zeros, index, ones], reduction="add")
-    trailing = ctx.rank(op.operands[0]) - 1  # type: ignore[operator]
+    trailing = rows.rank - 1  # type: ignore[operator]
     if not trailing:
         return sizes
     return ctx.helper1(op, "sizes_rows", "Unsqueeze", [sizes, ctx.ints(range(1, trailing + 1), f"{op.name}/rows")])

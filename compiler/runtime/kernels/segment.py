@@ -150,6 +150,41 @@ def _segment_mean(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     return [(total / sizes).astype(data.dtype)]
 
 
+def _sparse_segment(inputs: list[Array], with_count: bool, divide: str) -> Array:
+    """Rows data[indices[i]] summed per segment_ids[i]; `divide` "mean" or "sqrt" divides each
+    segment by its size or that size's square root (an empty segment stays 0)."""
+    data, indices, ids = inputs[:3]
+    if data.ndim < 1 or indices.ndim != 1 or ids.shape != indices.shape:
+        raise KernelError(f"indices {list(indices.shape)} and segment_ids {list(ids.shape)} must be vectors of one "
+                          f"length, data at least 1-D (got {list(data.shape)})")
+    at = indices.astype(np.int64)
+    if at.size and (at.min() < 0 or at.max() >= data.shape[0]):
+        raise KernelError(f"index {int(at.max() if at.max() >= data.shape[0] else at.min())} is out of range "
+                          f"[0, {data.shape[0]})")
+    count = _sorted_count(ids)  # TF wants them sorted, with or without num_segments
+    if with_count:
+        count = scalar_int(inputs[3], "num_segments")
+    total = segment_reduce(data[at], ids, count, "Sum", 0)
+    if not divide:
+        return total
+    if data.dtype.kind != "f":
+        raise KernelError(f"SparseSegment mean and sqrt take floating-point data, not {data.dtype}")
+    sizes = np.maximum(np.bincount(ids.astype(np.int64), minlength=count)[:count], 1).astype(np.float64)
+    divisor = (np.sqrt(sizes) if divide == "sqrt" else sizes).reshape((-1,) + (1,) * (data.ndim - 1))
+    return (total.astype(np.float64) / divisor).astype(data.dtype)
+
+
+def _register_sparse_segment(name: str, divide: str) -> None:
+    for with_count in (False, True):
+        @kernel(f"SparseSegment{name}{'WithNumSegments' if with_count else ''}")
+        def sparse(attrs: Attrs, inputs: list[Array], with_count: bool = with_count) -> list[Array]:
+            return [_sparse_segment(inputs, with_count, divide)]
+
+
+for _name, _divide in (("Sum", ""), ("Mean", "mean"), ("SqrtN", "sqrt")):
+    _register_sparse_segment(_name, _divide)
+
+
 # ---------------------------------------------------------------- stitching
 
 
