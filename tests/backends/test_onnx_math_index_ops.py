@@ -365,6 +365,17 @@ def test_matrix_diagonals_v1_v2_on_integers():
     check(b, feeds, outputs)
 
 
+@pytest.mark.parametrize("dtype", [DType.BOOL, DType.INT16])
+def test_matrix_set_diag_of_types_onnxruntime_where_lacks(dtype):
+    """Keras' ops.eye sets a bool diagonal; onnxruntime's Where has no bool or 16-bit kernel."""
+    rng = np.random.default_rng(20)
+    b = Builder()
+    x, d = b.input("x", [2, 3, 3], dtype), b.input("d", [2, 3], dtype)
+    feeds = {"x": rng.integers(0, 2, (2, 3, 3)).astype(dtype.to_numpy()),
+             "d": rng.integers(0, 2, (2, 3)).astype(dtype.to_numpy())}
+    check(b, feeds, [b("MatrixSetDiag", x, d), b("MatrixDiag", d)])
+
+
 def test_softmax_cross_entropies():
     rng = np.random.default_rng(19)
     b = Builder()

@@ -79,8 +79,8 @@ def _gathered(ctx: LoweringContext, op: Op, flat: str, positions: np.ndarray, ma
               otherwise: str) -> None:
     """Bind the result: `flat` gathered at `positions` where `mask`, `otherwise` elsewhere."""
     picked = ctx.helper1(op, "picked", "Gather", [flat, ctx.initializer(positions, f"{op.name}/positions")], axis=-1)
-    out = ctx.emit1(op, "Where", [ctx.initializer(mask, f"{op.name}/mask"), picked, otherwise])
-    ctx.bind(op.results[0], out)
+    inputs = [ctx.initializer(mask, f"{op.name}/mask"), picked, otherwise]
+    ctx.bind(op.results[0], emit_where(ctx, op, inputs, ctx.dtype(op.results[0])))
 
 
 def _padding(ctx: LoweringContext, op: Op, index: Optional[int]) -> str:
