@@ -10,6 +10,7 @@ import onnx
 import pytest
 
 from compiler.backends.onnx import MAX_OPSET, MIN_OPSET, UnsupportedOpError, export_with_report
+from compiler.backends.onnx.errors import OnnxExportError
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Value
 from compiler.ir.shapes import Shape
@@ -346,6 +347,33 @@ def test_einsum_with_a_bad_term_is_refused():
     y = b("Einsum", b.input("x", [2, 3]), equation="i1j->ji", N=1)
     with pytest.raises(UnsupportedOpError, match=r"'Einsum' \(node 'einsum'\).*not one ONNX Einsum accepts"):
         export_with_report(b.graph, ["x"], [y.name])
+
+
+# -- StridedSlice with bounds known at run time --------------------------------------------------------
+@pytest.mark.parametrize("index", [DType.INT32, DType.INT64])
+@pytest.mark.parametrize("begin, end, strides, masks", [
+    ([1, 0, 2], [3, 5, 4], [1, 1, 1], {}),
+    ([0, -1, 0], [0, 1, 0], [1, -2, 1], {"begin_mask": 1, "end_mask": 5}),
+    ([2, -1, 1], [3, 0, 5], [1, 1, 2], {"shrink_axis_mask": 3}),              # a shrunk -1 reads the last element
+    ([1, 0], [4, 2], [1, 1], {"ellipsis_mask": 2, "new_axis_mask": 0}),
+])
+def test_strided_slice_bounds_read_at_run_time(index, begin, end, strides, masks):
+    """x[:tf.shape(y)[0]] and friends: begin and end are graph inputs, strides constant."""
+    b = Builder()
+    x = b.input("x", [4, 6, 5])
+    lo, hi = b.input("lo", [len(begin)], index), b.input("hi", [len(end)], index)
+    y = b("StridedSlice", x, lo, hi, b.const(np.asarray(strides, index.to_numpy())), Index=index, **masks)
+    feeds = {"x": np.arange(120, dtype=np.float32).reshape(4, 6, 5), "lo": np.asarray(begin, index.to_numpy()),
+             "hi": np.asarray(end, index.to_numpy())}
+    check(b, feeds, [y])
+
+
+def test_strided_slice_with_run_time_strides_is_refused():
+    b = Builder()
+    x, step = b.input("x", [4]), b.input("step", [1], DType.INT32)
+    y = b("StridedSlice", x, ints(b, [0]), ints(b, [4]), step, Index=DType.INT32)
+    with pytest.raises(OnnxExportError, match=r"node 'stridedslice' \(StridedSlice\): strides must be a constant"):
+        export_with_report(b.graph, ["x", "step"], [y.name])
 
 
 # -- SpaceToBatchND / BatchToSpaceND ----------------------------------------------------------------------

@@ -95,3 +95,37 @@ def test_keras_layers_with_a_dynamic_batch_match_tf(tmp_path) -> None:
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
     counts = result.report.op_counts
     assert "Shape" not in counts and counts["Resize"] == 2 and counts["ConvTranspose"] == 1, counts
+
+
+@pytest.mark.tf
+def test_slices_bounded_at_run_time_match_tf() -> None:
+    """x[:, :k], x[:, k - 1] and x[::-1, k::2] with k computed from an input: the Slice bounds
+    are read at run time, and the sliced axes' sizes stay unknown to the analysis."""
+    tf = pytest.importorskip("tensorflow")
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    from compiler.frontends.graphdef import load_graph_bytes
+    from compiler.passes import run_pipeline
+    from compiler.passes.levels import LEVELS
+
+    weights = tf.constant(np.random.default_rng(0).standard_normal((10, 8)).astype(np.float32))
+
+    def model(x, n):
+        h = tf.matmul(x, weights)
+        k = tf.reduce_sum(tf.cast(n > 0, tf.int32))
+        return tf.reduce_sum(h[:, :k], 1) + h[:, k - 1] + tf.reduce_sum(h[::-1, k::2], 1)
+
+    frozen = convert_variables_to_constants_v2(tf.function(model).get_concrete_function(
+        tf.TensorSpec([None, 10], tf.float32), tf.TensorSpec([8], tf.float32)))
+    names = [t.name.split(":")[0] for t in frozen.inputs]
+    outputs = [t.name.split(":")[0] for t in frozen.outputs]
+    graph = run_pipeline(load_graph_bytes(frozen.graph.as_graph_def().SerializeToString()), LEVELS[2].pipeline,
+                         names, outputs).graph
+    result = export_with_report(graph, names, outputs)
+    onnx.checker.check_model(result.model, full_check=True)
+    x = np.random.default_rng(1).standard_normal((3, 10)).astype(np.float32)
+    for signs in ([1, 1, -1, 1, 1, -1, 1, -1], [1, -1, -1, -1, -1, -1, -1, -1]):
+        n = np.asarray(signs, np.float32)
+        want = frozen(tf.constant(x), tf.constant(n))[0].numpy()
+        got = run_onnx(result.model, dict(zip(names, (x, n))), outputs)[outputs[0]]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -137,15 +137,43 @@ def _strided_slice(facts: OpFacts) -> Optional[list[Shape]]:
 
     An unknown dim is tried at two large sizes; a result dim that comes out the same both times
     does not depend on it (a dynamic-batch RNN's `x[:, -1]` keeps its known feature dim)."""
-    dims = facts.shapes[0].dims
-    begin, end, strides = facts.ints(1), facts.ints(2), facts.ints(3)
-    if dims is None or begin is None or end is None or strides is None:
+    dims, strides = facts.shapes[0].dims, facts.ints(3)
+    if dims is None or strides is None:
         return None
+    begin, end = (_bounds(facts, i, len(strides)) for i in (1, 2))
     masks = {m: int(facts.attr(m, 0)) for m in _MASKS}
-    trials = [_sliced_shape([s if d is None else d for d in dims], begin, end, strides, masks) for s in _STAND_INS]
-    if None in dims:
-        return [Shape(tuple(a if a == b else None for a, b in zip(*trials)))]
-    return [Shape(trials[0])]
+    stand_in = ([0 if b is None else b for b in begin], [0 if e is None else e for e in end])
+    trials = [_sliced_shape([s if d is None else d for d in dims], *stand_in, strides, masks) for s in _STAND_INS]
+    out = [a if a == b else None for a, b in zip(*trials)] if None in dims else list(trials[0])
+    for axis in _run_time_bounded(len(dims), begin, end, masks, len(strides)):
+        out[axis] = None
+    return [Shape(tuple(out))]
+
+
+def _bounds(facts: OpFacts, index: int, length: int) -> list[Optional[int]]:
+    """A begin or end vector's elements, None where known only at run time."""
+    known = facts.known_ints(index)
+    return known if known is not None and len(known) == length else [None] * length
+
+
+def _run_time_bounded(rank: int, begin: list[Optional[int]], end: list[Optional[int]], masks: dict[str, int],
+                      count: int) -> list[int]:
+    """Result axes sliced by a begin or end element known only at run time (and not masked)."""
+    def bit(name: str, i: int) -> bool:
+        return bool(masks[name] >> i & 1)
+
+    real = sum(1 for i in range(count) if not bit("new_axis_mask", i) and not bit("ellipsis_mask", i))
+    axes, out = [], 0
+    for i in range(count):
+        if bit("ellipsis_mask", i):
+            out += rank - real
+        elif bit("new_axis_mask", i):
+            out += 1
+        elif not bit("shrink_axis_mask", i):
+            if (begin[i] is None and not bit("begin_mask", i)) or (end[i] is None and not bit("end_mask", i)):
+                axes.append(out)
+            out += 1
+    return axes
 
 
 # Sizes standing in for an unknown dim: large, distinct, and not multiples of each other.

@@ -7,7 +7,7 @@ input in TF layout.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from compiler.backends.onnx.ops_elementwise import broadcast_operands
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
 from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
-from compiler.ir.graph import Op
+from compiler.ir.graph import Op, Value
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
@@ -265,21 +265,52 @@ def _slice(ctx: LoweringContext, op: Op) -> None:
     ctx.bind(op.results[0], _emit_slice(ctx, op, found.tensor, specs, found.perm, len(begin), main=True), found.perm)
 
 
-def _emit_slice(ctx: LoweringContext, op: Op, x: str, specs: Sequence[tuple[int, int, int, int]], perm: Perm,
+# A StridedSlice bound known only at run time: ("begin" | "end" | "shrink_end", its index in the vector).
+Bound = Union[int, tuple[str, int]]
+
+
+def _emit_slice(ctx: LoweringContext, op: Op, x: str, specs: Sequence[tuple[int, Bound, Bound, int]], perm: Perm,
                 rank: Optional[int], main: bool) -> str:
     """ONNX Slice of (logical axis, start, end, step) specs on a tensor stored as `perm`
-    (no node when nothing is cut off); in TF order the axes may be negative and the rank unknown."""
+    (no node when nothing is cut off); in TF order the axes may be negative and the rank unknown.
+    A StridedSlice's start or end may be read from its begin or end operand at run time."""
     if not specs:
         return x
     axes = [a if perm is None else layout.physical_axis(a, perm, rank) for a, _, _, _ in specs]  # type: ignore[arg-type]
-    inputs = [x, ctx.ints([s[1] for s in specs], f"{op.name}/starts"), ctx.ints([s[2] for s in specs], f"{op.name}/ends"),
+    inputs = [x, _bound_vector(ctx, op, [s[1] for s in specs], "starts"),
+              _bound_vector(ctx, op, [s[2] for s in specs], "ends"),
               ctx.ints(axes, f"{op.name}/axes"), ctx.ints([s[3] for s in specs], f"{op.name}/steps")]
     return ctx.emit1(op, "Slice", inputs) if main else ctx.helper1(op, "slice", "Slice", inputs)
 
 
-def _strided_specs(op: Op, rank: int, begin: list[int], end: list[int], strides: list[int]
-                   ) -> tuple[list[tuple[int, int, int, int]], list[int], list[int]]:
-    """(slice specs, input axes to shrink, output positions of new axes) of a StridedSlice."""
+def _bound_vector(ctx: LoweringContext, op: Op, bounds: Sequence[Bound], name: str) -> str:
+    """Slice starts or ends: a constant, or a Concat of constants and elements read at run time."""
+    if all(isinstance(b, int) for b in bounds):
+        return ctx.ints(bounds, f"{op.name}/{name}")  # type: ignore[arg-type]
+    pieces = [ctx.ints([b], f"{op.name}/{name}{n}") if isinstance(b, int) else _run_time_bound(ctx, op, *b)
+              for n, b in enumerate(bounds)]
+    return ctx.helper1(op, name, "Concat", pieces, axis=0)
+
+
+def _run_time_bound(ctx: LoweringContext, op: Op, kind: str, index: int) -> str:
+    """Element `index` of the begin (operand 1) or end (operand 2) vector as int64 [1]; for a shrunk
+    axis the end after its begin, where TF's begin -1 (the last element) ends past the end."""
+    source = 2 if kind == "end" else 1
+    at = [ctx.ints([index], f"{op.name}/at{index}"), ctx.ints([index + 1], f"{op.name}/at{index + 1}")]
+    element = ctx.helper1(op, f"{kind}{index}", "Slice", [ctx.operand(op, source)] + at)
+    if ctx.dtype(op.operands[source]) != DType.INT64:
+        element = ctx.helper1(op, f"{kind}{index}_i64", "Cast", [element], to=onnx_type(DType.INT64))
+    if kind != "shrink_end":
+        return element
+    last = ctx.helper1(op, f"last{index}", "Equal", [element, ctx.ints([-1], f"{op.name}/minus_one")])
+    after = ctx.helper1(op, f"after{index}", "Add", [element, ctx.ints([1], f"{op.name}/one")])
+    return ctx.helper1(op, f"end{index}", "Where", [last, ctx.ints([INT64_MAX], f"{op.name}/past_end"), after])
+
+
+def _strided_specs(op: Op, rank: int, begin: list[Optional[int]], end: list[Optional[int]], strides: list[int]
+                   ) -> tuple[list[tuple[int, Bound, Bound, int]], list[int], list[int]]:
+    """(slice specs, input axes to shrink, output positions of new axes) of a StridedSlice; a begin
+    or end element None is read at run time."""
     masks = {m: int(op.attr(m, 0)) for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
 
     def bit(name: str, i: int) -> bool:
@@ -288,7 +319,9 @@ def _strided_specs(op: Op, rank: int, begin: list[int], end: list[int], strides:
     specs, shrink, new_axes = [], [], []
     real = sum(1 for i in range(len(begin)) if not bit("new_axis_mask", i) and not bit("ellipsis_mask", i))
     axis = out = 0
-    for i, (b, e, s) in enumerate(zip(begin, end, strides)):
+    for i, (known_b, known_e, s) in enumerate(zip(begin, end, strides)):
+        b: Bound = ("begin", i) if known_b is None else known_b
+        e: Bound = ("end", i) if known_e is None else known_e
         if bit("ellipsis_mask", i):
             covered = rank - real
             axis, out = axis + covered, out + covered
@@ -296,7 +329,8 @@ def _strided_specs(op: Op, rank: int, begin: list[int], end: list[int], strides:
             new_axes.append(out)
             out += 1
         elif bit("shrink_axis_mask", i):
-            specs.append((axis, b, INT64_MAX if b == -1 else b + 1, 1))
+            stop: Bound = ("shrink_end", i) if not isinstance(b, int) else INT64_MAX if b == -1 else b + 1
+            specs.append((axis, b, stop, 1))
             shrink.append(axis)
             axis += 1
         else:
@@ -308,13 +342,22 @@ def _strided_specs(op: Op, rank: int, begin: list[int], end: list[int], strides:
     return specs, shrink, new_axes
 
 
+def _known_bounds(ctx: LoweringContext, value: Value, length: int) -> list[Optional[int]]:
+    """A begin or end vector's elements, None for those known only at run time."""
+    array = ctx.constant(value)
+    if array is not None:
+        return [int(v) for v in array.reshape(-1)]
+    known = ctx.info.known_ints(value)
+    return known if known is not None and len(known) == length else [None] * length
+
+
 @lowers("StridedSlice")
 def _strided_slice(ctx: LoweringContext, op: Op) -> None:
     x, rank = op.operands[0], ctx.rank(op.operands[0])
     if rank is None:
         raise UnsupportedOpError(op.type, op.name, "the input rank is unknown")
-    begin, end, strides = ([int(v) for v in ctx.const_operand(op, i, what).reshape(-1)]
-                           for i, what in ((1, "begin"), (2, "end"), (3, "strides")))
+    strides = [int(v) for v in ctx.const_operand(op, 3, "strides").reshape(-1)]
+    begin, end = (_known_bounds(ctx, op.operands[i], len(strides)) for i in (1, 2))
     specs, shrink, new_axes = _strided_specs(op, rank, begin, end, strides)
     if not shrink and not new_axes:
         found = ctx.lowered(x)
