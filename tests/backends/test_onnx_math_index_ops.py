@@ -133,8 +133,8 @@ def test_sparse_segments(reduction):
     op = f"SparseSegment{reduction}"
     outputs = [b(op, data, indices, ids, Tidx=DType.INT32, Tsegmentids=DType.INT64),
                b(f"{op}WithNumSegments", data, indices, ids, ints(b, 9), Tidx=DType.INT32, Tsegmentids=DType.INT64)]
-    feeds = {"data": rng.standard_normal((5, 3)).astype(np.float32), "indices": np.asarray([4, 0, 0, 2, 1, 3, 4], np.int32),
-             "ids": np.asarray([0, 0, 2, 2, 2, 5, 6])}
+    feeds = {"data": rng.standard_normal((5, 3)).astype(np.float32),
+             "indices": np.asarray([4, 0, 0, 2, 1, 3, 4], np.int32), "ids": np.asarray([0, 0, 2, 2, 2, 5, 6])}
     counts = check(b, feeds, outputs)
     assert counts["Gather"] == 2
 

@@ -304,7 +304,7 @@ def _run_time_bound(ctx: LoweringContext, op: Op, kind: str, index: int) -> str:
         return element
     last = ctx.helper1(op, f"last{index}", "Equal", [element, ctx.ints([-1], f"{op.name}/minus_one")])
     after = ctx.helper1(op, f"after{index}", "Add", [element, ctx.ints([1], f"{op.name}/one")])
-    return ctx.helper1(op, f"end{index}", "Where", [last, ctx.ints([INT64_MAX], f"{op.name}/past_end"), after])
+    return ctx.helper1(op, f"shrunk_end{index}", "Where", [last, ctx.ints([INT64_MAX], f"{op.name}/past_end"), after])
 
 
 def _strided_specs(op: Op, rank: int, begin: list[Optional[int]], end: list[Optional[int]], strides: list[int]
@@ -694,7 +694,8 @@ def _unique(ctx: LoweringContext, op: Op) -> None:
 @lowers("ListDiff")
 def _list_diff(ctx: LoweringContext, op: Op) -> None:
     """tf.setdiff1d: x[i] is kept when it equals no element of y, which an Equal of x as a column
-    against y as a row, summed along the row (none for an empty y), tells; NonZero lists the kept positions in order."""
+    against y as a row, summed along the row (0 for an empty y), tells; NonZero lists the kept
+    positions in order."""
     x, y = ctx.operand(op, 0), ctx.operand(op, 1)
     column = ctx.helper1(op, "column", "Unsqueeze", [x, ctx.ints([1], f"{op.name}/axis1")])
     row = ctx.helper1(op, "row", "Unsqueeze", [y, ctx.ints([0], f"{op.name}/axis0")])

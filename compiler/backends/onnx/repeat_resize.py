@@ -5,9 +5,10 @@ TF repeats axis `a` of a tensor by a scalar count r as three ops:
     x -> ExpandDims(x, a + 1) -> Tile(1 ... r at a + 1 ... 1) -> Reshape(x's shape, axis a times r)
 
 Each element's r copies land next to it, so output index i along `a` reads input index
-floor(i / r) (r may be 1: UpSampling3D((2, 1, 2)) repeats its middle axis once): an ONNX Resize in nearest mode (asymmetric coordinates, floor rounding) with
-scale r on that axis and 1 on the others, which onnxruntime runs at any rank.  Lowered that
-way instead of as Unsqueeze, Tile, a Transpose back to TF's layout and a Reshape:
+floor(i / r) (r may be 1: UpSampling3D((2, 1, 2)) repeats its middle axis once): an ONNX
+Resize in nearest mode (asymmetric coordinates, floor rounding) with scale r on that axis and
+1 on the others.  Lowered that way instead of as Unsqueeze, Tile, a Transpose back to TF's
+layout and a Reshape:
 
 - the Resize reads x in the layout x is stored in (a channels-first conv output stays
   channels-first for the conv after it);
