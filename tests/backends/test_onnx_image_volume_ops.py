@@ -229,6 +229,26 @@ def test_resize_bicubic_of_unknown_size_is_refused(shape, size):
         export_with_report(b.graph, ["x"], [y.name])
 
 
+# -- colour spaces -------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [DType.FLOAT, DType.DOUBLE])
+def test_rgb_to_hsv_and_back(dtype: DType):
+    pixels = np.random.default_rng(3).uniform(0, 1, (2, 4, 5, 3))
+    pixels[0, 0] = [[0.5, 0.5, 0.5], [1, 0, 0], [0, 1, 0], [0, 0, 1], [0.2, 0.7, 0.7]]  # greys, primaries, ties
+    pixels[0, 1, :3] = [[0.7, 0.7, 0.2], [0.7, 0.2, 0.7], [0, 0, 0]]
+    b = Builder()
+    x = b.input("x", [2, 4, 5, 3], dtype)
+    hsv = b("RGBToHSV", x)
+    counts = check(b, {"x": pixels.astype(dtype.to_numpy())}, [hsv, b("HSVToRGB", hsv), b("HSVToRGB", x)])
+    assert counts["Concat"] == 3 and "Transpose" not in counts
+
+
+def test_colour_space_of_half_is_refused():
+    b = Builder()
+    y = b("RGBToHSV", b.input("x", [4, 3], DType.HALF))
+    with pytest.raises(UnsupportedOpError, match=r"'RGBToHSV' \(node 'rgbtohsv'\).*float32 or float64"):
+        export_with_report(b.graph, ["x"], [y.name])
+
+
 # -- NonMaxSuppression ---------------------------------------------------------------------------
 def detections(rng, count: int) -> tuple[np.ndarray, np.ndarray]:
     """Overlapping boxes (corners in either order) with distinct scores: no ties to order."""

@@ -288,3 +288,11 @@ def test_adjust_hue(delta: float):
 @pytest.mark.parametrize("scale", [0.0, 0.5, 1.0, 1.7, 4.0])
 def test_adjust_saturation(scale: float):
     check("AdjustSaturation", {"images": _colours(np.random.default_rng(2)), "scale": F32(scale)})
+
+
+@pytest.mark.parametrize("dtype", [F32, np.float64])
+def test_rgb_to_hsv_and_back(dtype):
+    pixels = _colours(np.random.default_rng(3)).astype(dtype)
+    hsv = check("RGBToHSV", {"images": pixels})[0]
+    check("HSVToRGB", {"images": hsv})
+    check("HSVToRGB", {"images": np.random.default_rng(4).uniform(0, 1, (3, 7, 3)).astype(dtype)})

@@ -92,7 +92,7 @@ def _scaled(dim: Optional[int], factor: int, up: bool) -> Optional[int]:
 
 # Per-element (LRN: per-position) image ops keep the shape.
 shape_rule("LRN", "FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars", "AdjustContrastv2", "AdjustHue",
-           "AdjustSaturation")(same_shape)
+           "AdjustSaturation", "RGBToHSV", "HSVToRGB")(same_shape)
 
 
 @shape_rule("CropAndResize")

@@ -348,6 +348,66 @@ def _scale_and_translate(ctx: LoweringContext, op: Op) -> None:
     emit_separable(ctx, op, rows, cols)
 
 
+# -- colour spaces ------------------------------------------------------------------------------
+class _Channels:
+    """An image's R, G, B (or H, S, V) as size-1 slices of its last axis, and helpers that emit
+    elementwise nodes and constants of its type."""
+
+    def __init__(self, ctx: LoweringContext, op: Op) -> None:
+        rank, dtype = ctx.rank(op.operands[0]), ctx.dtype(op.operands[0])
+        if rank is None or dtype not in (DType.FLOAT, DType.DOUBLE):
+            raise UnsupportedOpError(op.type, op.name, f"needs float32 or float64 images of known rank, not {dtype}")
+        self.ctx, self.op, self.dtype, self.axis = ctx, op, dtype, rank - 1
+        self.parts = opset.split(ctx, op, ctx.value_in(op.operands[0]), rank - 1, 3, suffix="channels")
+
+    def __call__(self, name: str, op_type: str, *inputs: str) -> str:
+        return self.ctx.helper1(self.op, name, op_type, list(inputs))
+
+    def const(self, value: float) -> str:
+        return self.ctx.scalar(value, self.dtype, f"{self.op.name}/c{value:g}")
+
+    def bind(self, channels: Sequence[str]) -> None:
+        self.ctx.bind(self.op.results[0], self.ctx.emit1(self.op, "Concat", list(channels), axis=self.axis))
+
+
+@lowers("RGBToHSV")
+def _rgb_to_hsv(ctx: LoweringContext, op: Op) -> None:
+    """TF's colorspace_op, operation for operation: value the largest channel, saturation the
+    spread over it, hue from the largest channel's sextant, wrapped into [0, 1)."""
+    c = _Channels(ctx, op)
+    r, g, b = c.parts
+    zero = c.const(0)
+    value = c("value", "Max", r, g, b)
+    span = c("span", "Sub", value, c("lowest", "Min", r, g, b))
+    saturation = c("saturation", "Where", c("lit", "Greater", value, zero), c("spread", "Div", span, value), zero)
+    norm = c("norm", "Div", c.const(1), c("six_span", "Mul", c.const(6), span))
+    from_r = c("from_r", "Mul", norm, c("g_b", "Sub", g, b))
+    from_g = c("from_g", "Add", c("norm_b_r", "Mul", norm, c("b_r", "Sub", b, r)), c.const(2.0 / 6.0))
+    from_b = c("from_b", "Add", c("norm_r_g", "Mul", norm, c("r_g", "Sub", r, g)), c.const(4.0 / 6.0))
+    hue = c("hue", "Where", c("r_top", "Equal", r, value), from_r,
+            c("g_or_b", "Where", c("g_top", "Equal", g, value), from_g, from_b))
+    hue = c("hue_grey", "Where", c("coloured", "Greater", span, zero), hue, zero)
+    hue = c("hue_wrapped", "Where", c("negative", "Less", hue, zero), c("hue_plus_1", "Add", hue, c.const(1)), hue)
+    c.bind([hue, saturation, value])
+
+
+@lowers("HSVToRGB")
+def _hsv_to_rgb(ctx: LoweringContext, op: Op) -> None:
+    """TF's colorspace_op: each channel's weight a clipped tent of 6 h, mixed with grey by the
+    saturation and scaled by the value."""
+    c = _Channels(ctx, op)
+    h, s, v = c.parts
+    dh = c("dh", "Mul", h, c.const(6))
+    zero, one, two = c.const(0), c.const(1), c.const(2)
+    tents = [c("tent_r", "Sub", c("abs_r", "Abs", c("dh_3", "Sub", dh, c.const(3))), one),
+             c("tent_g", "Sub", two, c("abs_g", "Abs", c("dh_2", "Sub", dh, two))),
+             c("tent_b", "Sub", two, c("abs_b", "Abs", c("dh_4", "Sub", dh, c.const(4))))]
+    grey = c("grey", "Sub", one, s)
+    channels = [c(f"{n}", "Mul", c(f"{n}_mix", "Add", grey, c(f"{n}_s", "Mul", s, c(f"{n}_w", "Clip", t, zero, one))), v)
+                for n, t in zip("rgb", tents)]
+    c.bind(channels)
+
+
 @lowers("AdjustContrastv2", layout=AGNOSTIC)
 def _adjust_contrast(ctx: LoweringContext, op: Op) -> None:
     """(x - mean) * factor + mean, the mean over height and width kept for broadcasting: it

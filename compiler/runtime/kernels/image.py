@@ -411,15 +411,18 @@ def _adjust_hue(attrs: Attrs, inputs: list[Array]) -> list[Array]:
 
 
 def _hsv(r: Array, g: Array, b: Array) -> tuple[Array, Array, Array]:
-    """TF's rgb_to_hsv (adjust_saturation_op.cc), hue as a fraction of the circle."""
+    """TF's rgb_to_hsv (adjust_saturation_op.cc, colorspace_op.h), hue as a fraction of the circle;
+    in the channels' type."""
+    t = r.dtype.type
     value = np.maximum(r, np.maximum(g, b))
     span = value - np.minimum(r, np.minimum(g, b))
-    saturation = np.where(value > 0, span / np.where(value > 0, value, _F32(1)), _F32(0))
-    norm = _F32(1) / (_F32(6) * span)
-    hue = np.where(r == value, norm * (g - b),
-                   np.where(g == value, norm * (b - r) + _F32(2.0 / 6.0), norm * (r - g) + _F32(4.0 / 6.0)))
-    hue = np.where(span <= 0, _F32(0), hue)
-    return np.where(hue < 0, hue + _F32(1), hue).astype(_F32), saturation.astype(_F32), value
+    saturation = np.where(value > 0, span / np.where(value > 0, value, t(1)), t(0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        norm = t(1) / (t(6) * span)
+        hue = np.where(r == value, norm * (g - b),
+                       np.where(g == value, norm * (b - r) + t(2.0 / 6.0), norm * (r - g) + t(4.0 / 6.0)))
+    hue = np.where(span <= 0, t(0), hue)
+    return np.where(hue < 0, hue + t(1), hue).astype(t), saturation.astype(t), value
 
 
 def _rgb_of_hsv(hue: Array, saturation: Array, value: Array) -> Array:
@@ -435,6 +438,34 @@ def _rgb_of_hsv(hue: Array, saturation: Array, value: Array) -> Array:
     g = _pick(category, [x, c, c, x, zero, zero, zero])
     b = _pick(category, [zero, zero, x, c, c, x, zero])
     return np.stack([r + m, g + m, b + m], axis=-1).astype(_F32)
+
+
+def _channels(images: Array) -> tuple[Array, Array, Array]:
+    """The three channels of the last axis, in the images' own float type."""
+    if images.ndim < 1 or images.shape[-1] != 3:
+        raise KernelError(f"images must have 3 channels in the last dimension, got shape {list(images.shape)}")
+    if images.dtype.kind != "f":
+        raise KernelError(f"images must be floating point, not {images.dtype}")
+    return images[..., 0], images[..., 1], images[..., 2]
+
+
+@kernel("RGBToHSV")
+def _rgb_to_hsv(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """TF's colorspace_op: `_hsv`'s arithmetic, in the images' type."""
+    return [np.stack(_hsv(*_channels(inputs[0])), axis=-1).astype(inputs[0].dtype)]
+
+
+@kernel("HSVToRGB")
+def _hsv_to_rgb(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """TF's colorspace_op: each channel's weight is a clipped tent of the hue, mixed with grey by
+    the saturation and scaled by the value."""
+    hue, saturation, value = _channels(inputs[0])
+    dtype = inputs[0].dtype.type
+    six, one, two = dtype(6), dtype(1), dtype(2)
+    dh = hue * six
+    tents = (np.abs(dh - dtype(3)) - one, two - np.abs(dh - two), two - np.abs(dh - dtype(4)))
+    grey = one - saturation
+    return [np.stack([(grey + saturation * np.clip(t, 0, 1)) * value for t in tents], axis=-1).astype(dtype)]
 
 
 @kernel("AdjustSaturation")
