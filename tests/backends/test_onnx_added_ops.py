@@ -368,6 +368,17 @@ def test_strided_slice_bounds_read_at_run_time(index, begin, end, strides, masks
     check(b, feeds, [y])
 
 
+@pytest.mark.parametrize("begin, size", [([1, 0, 2], [2, -1, 3]), ([0, 2, 0], [-1, 3, -1]), ([3, 5, 4], [1, 1, 1])])
+def test_slice_begin_and_size_read_at_run_time(begin, size):
+    b = Builder()
+    x = b.input("x", [4, 6, 5])
+    lo, count = b.input("lo", [3], DType.INT32), b.input("n", [3], DType.INT32)
+    y = b("Slice", x, lo, count, Index=DType.INT32)
+    feeds = {"x": np.arange(120, dtype=np.float32).reshape(4, 6, 5), "lo": np.asarray(begin, np.int32),
+             "n": np.asarray(size, np.int32)}
+    check(b, feeds, [y, b("Relu", b("Slice", x, ints(b, [1, 0, 0]), count, Index=DType.INT32))])
+
+
 def test_strided_slice_with_run_time_strides_is_refused():
     b = Builder()
     x, step = b.input("x", [4]), b.input("step", [1], DType.INT32)

@@ -120,11 +120,13 @@ def _pad(facts: OpFacts) -> Optional[list[Shape]]:
 
 @shape_rule("Slice")
 def _slice(facts: OpFacts) -> Optional[list[Shape]]:
-    dims, begin, size = facts.dims(0), facts.ints(1), facts.ints(2)
-    if dims is None or begin is None or size is None:
+    """size per axis (-1: the rest after begin); unknown where a size, or for -1 the begin or the
+    dim, is known only at run time."""
+    dims = facts.dims(0)
+    if dims is None:
         return None
-    out = [None if (s == -1 and d is None) else (d - b if s == -1 else s)
-           for d, b, s in zip(dims, begin, size)]
+    begin, size = (_bounds(facts, i, len(dims)) for i in (1, 2))
+    out = [(None if d is None or b is None else d - b) if s == -1 else s for d, b, s in zip(dims, begin, size)]
     return [Shape(tuple(out))]
 
 

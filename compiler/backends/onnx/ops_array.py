@@ -257,15 +257,25 @@ def _pad(ctx: LoweringContext, op: Op) -> None:
 # -- slicing and gathering ------------------------------------------------------------
 @lowers("Slice")
 def _slice(ctx: LoweringContext, op: Op) -> None:
-    begin = [int(b) for b in ctx.const_operand(op, 1, "the begin").reshape(-1)]
-    size = [int(s) for s in ctx.const_operand(op, 2, "the size").reshape(-1)]
+    """begin and size per axis; an element known only at run time (a size read with Shape under a
+    dynamic batch) is read from its operand, and the end then computed as begin + size (-1: to the end)."""
+    rank = ctx.rank(op.operands[0])
+    if rank is None:
+        raise UnsupportedOpError(op.type, op.name, "the input rank is unknown")
+    begin, size = (_known_bounds(ctx, op.operands[i], rank) for i in (1, 2))
     found = ctx.lowered(op.operands[0])
-    specs = [(a, b, INT64_MAX if s == -1 else b + s, 1) for a, (b, s) in enumerate(zip(begin, size))
+    specs = [(a, ("begin", a) if b is None else b, _slice_end(a, b, s), 1) for a, (b, s) in enumerate(zip(begin, size))
              if not (b == 0 and s == -1)]
-    ctx.bind(op.results[0], _emit_slice(ctx, op, found.tensor, specs, found.perm, len(begin), main=True), found.perm)
+    ctx.bind(op.results[0], _emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
 
 
-# A StridedSlice bound known only at run time: ("begin" | "end" | "shrink_end", its index in the vector).
+def _slice_end(axis: int, begin: Optional[int], size: Optional[int]) -> Bound:
+    if size == -1:
+        return INT64_MAX
+    return begin + size if begin is not None and size is not None else ("slice_end", axis)
+
+
+# A slice bound known only at run time: ("begin" | "end" | "shrink_end" | "slice_end", its index in the vector).
 Bound = Union[int, tuple[str, int]]
 
 
@@ -293,18 +303,31 @@ def _bound_vector(ctx: LoweringContext, op: Op, bounds: Sequence[Bound], name: s
 
 
 def _run_time_bound(ctx: LoweringContext, op: Op, kind: str, index: int) -> str:
-    """Element `index` of the begin (operand 1) or end (operand 2) vector as int64 [1]; for a shrunk
-    axis the end after its begin, where TF's begin -1 (the last element) ends past the end."""
-    source = 2 if kind == "end" else 1
+    """Element `index` of the begin (operand 1) or end (operand 2) vector as int64 [1].  For a shrunk
+    axis the end after its begin, where TF's begin -1 (the last element) ends past the end; for a
+    Slice begin + size (operand 2), size -1 ending past the end."""
+    if kind == "shrink_end":
+        return _past_or(ctx, op, _element(ctx, op, 1, index), ctx.ints([1], f"{op.name}/one"), -1, f"shrunk_end{index}")
+    if kind == "slice_end":
+        size = _element(ctx, op, 2, index)
+        return _past_or(ctx, op, size, _element(ctx, op, 1, index), -1, f"slice_end{index}")
+    return _element(ctx, op, 2 if kind == "end" else 1, index)
+
+
+def _element(ctx: LoweringContext, op: Op, source: int, index: int) -> str:
+    """Element `index` of integer operand `source` as an int64 [1]."""
     at = [ctx.ints([index], f"{op.name}/at{index}"), ctx.ints([index + 1], f"{op.name}/at{index + 1}")]
-    element = ctx.helper1(op, f"{kind}{index}", "Slice", [ctx.operand(op, source)] + at)
+    element = ctx.helper1(op, f"in{source}_{index}", "Slice", [ctx.operand(op, source)] + at)
     if ctx.dtype(op.operands[source]) != DType.INT64:
-        element = ctx.helper1(op, f"{kind}{index}_i64", "Cast", [element], to=onnx_type(DType.INT64))
-    if kind != "shrink_end":
-        return element
-    last = ctx.helper1(op, f"last{index}", "Equal", [element, ctx.ints([-1], f"{op.name}/minus_one")])
-    after = ctx.helper1(op, f"after{index}", "Add", [element, ctx.ints([1], f"{op.name}/one")])
-    return ctx.helper1(op, f"shrunk_end{index}", "Where", [last, ctx.ints([INT64_MAX], f"{op.name}/past_end"), after])
+        element = ctx.helper1(op, f"in{source}_{index}_i64", "Cast", [element], to=onnx_type(DType.INT64))
+    return element
+
+
+def _past_or(ctx: LoweringContext, op: Op, x: str, addend: str, sentinel: int, name: str) -> str:
+    """x + addend, or past the end (INT64_MAX) where x is `sentinel`."""
+    hit = ctx.helper1(op, f"{name}_sentinel", "Equal", [x, ctx.ints([sentinel], f"{op.name}/sentinel{sentinel}")])
+    total = ctx.helper1(op, f"{name}_sum", "Add", [x, addend])
+    return ctx.helper1(op, name, "Where", [hit, ctx.ints([INT64_MAX], f"{op.name}/past_end"), total])
 
 
 def _strided_specs(op: Op, rank: int, begin: list[Optional[int]], end: list[Optional[int]], strides: list[int]
