@@ -129,3 +129,35 @@ def test_slices_bounded_at_run_time_match_tf() -> None:
         want = frozen(tf.constant(x), tf.constant(n))[0].numpy()
         got = run_onnx(result.model, dict(zip(names, (x, n))), outputs)[outputs[0]]
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.tf
+def test_upsampling_with_unknown_height_and_width_is_one_resize() -> None:
+    """A fully convolutional model frozen with batch, height and width unknown: the repeats'
+    Reshape targets are computed from Shape(x), and are still recognised element by element."""
+    pytest.importorskip("tensorflow")
+    keras = pytest.importorskip("keras")
+    from compiler.frontends.graphdef import load_graph_bytes
+    from compiler.passes import run_pipeline
+    from compiler.passes.levels import LEVELS
+    from tests.oracle import run_tf
+    from tools.make_fixtures import freeze_keras, seed_everything
+
+    layers = keras.layers
+    seed_everything(13)
+    inputs = keras.Input((None, None, 3))
+    hidden = layers.Conv2D(4, 3, padding="same", activation="relu")(inputs)
+    hidden = layers.UpSampling2D((2, 3))(layers.MaxPooling2D()(hidden))
+    model = keras.Model(inputs, layers.Conv2D(2, 1)(layers.Concatenate()([hidden, layers.Conv2D(2, 1)(hidden)])))
+    graph_def, names, outputs = freeze_keras(model, (None, None, 3), batch=None)
+    data = graph_def.SerializeToString()
+    graph = run_pipeline(load_graph_bytes(data), LEVELS[2].pipeline, names, outputs).graph
+    result = export_with_report(graph, names, outputs)
+    onnx.checker.check_model(result.model, full_check=True)
+    counts = result.report.op_counts
+    assert counts["Resize"] == 1 and "Tile" not in counts and "Shape" not in counts, counts
+    for shape in ((2, 8, 6, 3), (1, 10, 4, 3)):
+        feeds = {names[0]: np.random.default_rng(len(shape)).uniform(-1, 1, shape).astype(np.float32)}
+        want = run_tf(data, feeds, outputs)[outputs[0]]
+        got = run_onnx(result.model, feeds, outputs)[outputs[0]]
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())

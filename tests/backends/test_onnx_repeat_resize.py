@@ -13,6 +13,7 @@ import onnx
 import pytest
 
 from compiler.backends.onnx import export_with_report
+from compiler.ir.dtypes import DType
 from compiler.ir.graph import Value
 from compiler.runtime.interpreter import Interpreter
 from compiler.runtime.onnx_runner import run_onnx
@@ -111,6 +112,36 @@ def test_a_five_d_repeat_with_a_dynamic_batch():
     out = _repeat(b, depth, 4, 3, [-1, 2, 6, 2, 6], name="out")
     counts = _exported(b, _feed([3, 2, 3, 2, 2]), out).report.op_counts
     assert counts["Resize"] == 1 and counts["Reshape"] == 2 and "Tile" not in counts
+
+
+def _columns_twice(b: Builder, x: Value) -> Value:
+    return b("Tile", b("ExpandDims", x, ints(b, 3)), ints(b, [1, 1, 1, 2, 1]))
+
+
+def _run_time_target(b: Builder, source: Value, axis: int, count: int) -> Value:
+    """TF's repeat target built at run time: Shape(source) with `axis` times `count`."""
+    shape = b("Shape", source, out_type=DType.INT32)
+    piece = lambda lo, hi, **masks: b("StridedSlice", shape, ints(b, [lo]), ints(b, [hi]), ints(b, [1]),  # noqa: E731
+                                      Index=DType.INT32, **masks)
+    grown = b("ExpandDims", b("Mul", b.const(np.int32(count)), piece(axis, axis + 1, shrink_axis_mask=1)), ints(b, 0))
+    return b("ConcatV2", piece(0, axis), grown, piece(axis + 1, 0, end_mask=1), ints(b, 0), N=3)
+
+
+def test_targets_computed_from_shape_at_run_time():
+    """Height and width unknown: the target is checked element by element; one read from
+    another tensor's shape is not a repeat."""
+    b = Builder()
+    x, other = b.input("x", [-1, -1, -1, 3]), b.input("other", [-1, -1, -1, 3])
+    b("Reshape", _columns_twice(b, x), _run_time_target(b, x, 2, 2), name="repeat")
+    b("Reshape", _columns_twice(b, x), _run_time_target(b, other, 2, 2), name="foreign")
+    feeds = {"x": _feed([2, 3, 4, 3]), "other": _feed([2, 3, 4, 3])}
+    names = ["repeat", "foreign"]
+    result = export_with_report(b.graph, list(feeds), names)
+    onnx.checker.check_model(result.model, full_check=True)
+    got, want = run_onnx(result.model, feeds, names), Interpreter(b.graph).run(feeds, names)
+    for name in names:
+        np.testing.assert_array_equal(got[name], want[name])
+    assert result.report.op_counts["Resize"] == 1 and result.report.op_counts["Tile"] == 1
 
 
 def test_spellings_that_are_not_a_repeat_stay():
