@@ -433,6 +433,17 @@ def test_conv2d_backprop_input_is_conv_transpose(size: int, padding: str, stride
     assert check(b, feeds, [y, b("Relu", y)])["ConvTranspose"] == 1
 
 
+def test_conv2d_backprop_input_sizes_unrelated_to_the_gradient_are_refused():
+    """Sizes fed from outside (not stride times the gradient's size plus a constant) leave the
+    padding unknown."""
+    b = Builder()
+    dy, sizes = b.input("dy", [1, -1, -1, 4]), b.input("sizes", [4], DType.INT32)
+    weights = b.const(np.ones((3, 3, 2, 4), np.float32))
+    y = b("Conv2DBackpropInput", sizes, weights, dy, padding="SAME", strides=[1, 2, 2, 1])
+    with pytest.raises(UnsupportedOpError, match=r"'Conv2DBackpropInput'.*stride times its size plus"):
+        export_with_report(b.graph, ["dy", "sizes"], [y.name])
+
+
 def test_conv2d_transpose_bias_rides_on_the_conv_transpose():
     """Keras' Conv2DTranspose adds its bias with a BiasAdd: it becomes ConvTranspose's B input."""
     rng = np.random.default_rng(18)

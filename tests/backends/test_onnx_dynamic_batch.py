@@ -161,3 +161,38 @@ def test_upsampling_with_unknown_height_and_width_is_one_resize() -> None:
         want = run_tf(data, feeds, outputs)[outputs[0]]
         got = run_onnx(result.model, feeds, outputs)[outputs[0]]
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("rank", [2, 3])
+def test_transposed_convs_with_unknown_spatial_sizes_match_tf(rank: int) -> None:
+    """Keras computes a transposed conv's output size from Shape when the input's is unknown
+    (stride * size, plus kernel - stride for 'valid'): the ONNX ConvTranspose gets the padding
+    that holds for every size."""
+    pytest.importorskip("tensorflow")
+    keras = pytest.importorskip("keras")
+    from compiler.frontends.graphdef import load_graph_bytes
+    from compiler.passes import run_pipeline
+    from compiler.passes.levels import LEVELS
+    from tests.oracle import run_tf
+    from tools.make_fixtures import freeze_keras, seed_everything
+
+    layers = keras.layers
+    transpose = layers.Conv2DTranspose if rank == 2 else layers.Conv3DTranspose
+    seed_everything(14)
+    spatial = (None,) * rank
+    inputs = keras.Input(spatial + (3,))
+    same = transpose(4, 3, strides=2, padding="same")(inputs)
+    model = keras.Model(inputs, transpose(2, 3, strides=(3,) * rank, padding="valid")(same))
+    graph_def, names, outputs = freeze_keras(model, spatial + (3,), batch=None)
+    data = graph_def.SerializeToString()
+    graph = run_pipeline(load_graph_bytes(data), LEVELS[2].pipeline, names, outputs).graph
+    result = export_with_report(graph, names, outputs)
+    onnx.checker.check_model(result.model, full_check=True)
+    assert result.report.op_counts["ConvTranspose"] == 2
+    for shape in ((2,) + (4, 5, 3)[:rank] + (3,), (1,) + (3, 2, 4)[:rank] + (3,)):
+        feeds = {names[0]: np.random.default_rng(len(shape)).uniform(-1, 1, shape).astype(np.float32)}
+        want = run_tf(data, feeds, outputs)[outputs[0]]
+        got = run_onnx(result.model, feeds, outputs)[outputs[0]]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())

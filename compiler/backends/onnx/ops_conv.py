@@ -22,6 +22,7 @@ from compiler.backends.onnx.ops_array import emit_pad, stored_pairs
 from compiler.backends.onnx.ops_image import emit_resize
 from compiler.backends.onnx.ops_quantized import dequantized_weight, is_dequantized, quantized_filter
 from compiler.backends.onnx.registry import CHANNELS_FIRST, lowers
+from compiler.backends.onnx.shape_terms import Element, Term, terms
 from compiler.ir.attrs import attr_text
 from compiler.ir.graph import Op, Value
 
@@ -219,25 +220,55 @@ def _fused_resize_pad_conv(ctx: LoweringContext, op: Op) -> None:
 
 
 # -- transposed convolutions ---------------------------------------------------------
-def backprop_input_spatial(ctx: LoweringContext, op: Op, fmt: DataFormat, rank: int) -> list[int]:
+# An out_backprop size standing in for one known only at run time (see `backprop_input_spatial`).
+_STAND_IN = 64
+
+
+def backprop_input_spatial(ctx: LoweringContext, op: Op, fmt: DataFormat, rank: int, strides: Sequence[int]
+                           ) -> list[int]:
     """The spatial sizes of the input whose gradient is computed: from input_sizes (`rank` entries,
     or for 2-D just the 2 spatial ones) or, for Conv2DBackpropInputV2, from the input tensor's
     shape.  The batch and channels may be known only at run time (input_sizes computed with
-    Shape around a dynamic batch); the spatial sizes must be static."""
+    Shape around a dynamic batch).  So may a spatial size that is stride * (out_backprop's size
+    along that axis) + a constant, as Keras computes it from Shape for unknown heights and widths:
+    TF's padding then does not depend on that size, and a stand-in size gives the pads."""
     if op.type == "Conv2DBackpropInputV2":
         dims = ctx.shape(op.operands[0]).dims
         sizes = None if dims is None else list(dims)
     else:
         sizes = ctx.info.known_ints(op.operands[0])
         if sizes is None:
-            sizes = [int(v) for v in ctx.const_operand(op, 0, "input_sizes").reshape(-1)]
+            found = terms(ctx, op.operands[0])
+            if found is None:
+                raise UnsupportedOpError(op.type, op.name, "input_sizes must be a constant, or computed from the "
+                                                           "gradient's shape (stride times its size plus a constant)")
+            sizes = [e if isinstance(e, int) else None for e in found]
+    axes = fmt.spatial_axes(rank)
     if sizes is not None and len(sizes) == rank:
-        sizes = [sizes[a] for a in fmt.spatial_axes(rank)]
+        picked = list(axes)
     elif sizes is None or rank != 4 or len(sizes) != 2:
         raise UnsupportedOpError(op.type, op.name, f"input_sizes {sizes} must have {rank} entries")
-    if None in sizes:
-        raise UnsupportedOpError(op.type, op.name, "the input's spatial sizes must be static")
-    return [int(s) for s in sizes]  # type: ignore[arg-type]
+    else:
+        picked = [0, 1]
+    spatial = [sizes[i] for i in picked]
+    if None in spatial:
+        found = terms(ctx, op.operands[0]) if op.type != "Conv2DBackpropInputV2" else None
+        spatial = [size if size is not None else _stand_in(found, op.operands[2], i, axis, stride)
+                   for size, i, axis, stride in zip(spatial, picked, axes, strides)]
+        if None in spatial:
+            raise UnsupportedOpError(op.type, op.name, "the input's spatial sizes must be static, or stride times "
+                                                       "the gradient's size plus a constant")
+    return [int(s) for s in spatial]  # type: ignore[arg-type]
+
+
+def _stand_in(found: Optional[list[Element]], dy: Value, index: int, axis: int, stride: int) -> Optional[int]:
+    """The input size for a stand-in gradient size, when input_sizes[index] is stride times dy's
+    size along `axis` plus a constant."""
+    term = None if found is None or index >= len(found) else found[index]
+    if not isinstance(term, Term) or term.value is not dy or term.axis != axis or term.factor != stride:
+        return None
+    size = stride * _STAND_IN + term.offset
+    return size if size > 0 else None
 
 
 def transposed_end(size: int, window: int, stride: int, dilation: int, before: int, after: int) -> tuple[int, int]:
@@ -254,11 +285,11 @@ def _conv2d_backprop_input(ctx: LoweringContext, op: Op) -> None:
     """Conv2D's input gradient is ONNX ConvTranspose, channels-first: the HWIO filter read as OIHW
     is ConvTranspose's (C_in, C_out, kH, kW) weight, TF's forward padding becomes its pads."""
     fmt, perm = _format(op)
-    spatial = backprop_input_spatial(ctx, op, fmt, 4)
+    strides = window_attr(op, fmt, "strides")
+    spatial = backprop_input_spatial(ctx, op, fmt, 4, strides)
     filter_dims = ctx.shape(op.operands[1]).dims
     if filter_dims is None or None in filter_dims:
         raise UnsupportedOpError(op.type, op.name, "the filter shape must be static")
-    strides = window_attr(op, fmt, "strides")
     dilations = window_attr(op, fmt, "dilations")
     kernel = [int(k) for k in filter_dims[:2]]  # type: ignore[misc]
     pairs = window_pads(op, fmt, spatial, kernel, strides, dilations)

@@ -96,8 +96,8 @@ def _conv3d_backprop_input(ctx: LoweringContext, op: Op) -> None:
     (C_in, C_out, kD, kH, kW) weight; TF's forward padding becomes its pads, and what the
     forward stride left uncovered at the end becomes output_padding."""
     fmt, perm = _format(op)
-    spatial = backprop_input_spatial(ctx, op, fmt, 5)
     strides, dilations = volume_attr(op, fmt, "strides"), volume_attr(op, fmt, "dilations")
+    spatial = backprop_input_spatial(ctx, op, fmt, 5, strides)
     weight, kernel = _filter(ctx, op, 1)
     pairs = window_pads(op, fmt, spatial, kernel, strides, dilations)
     ends = [transposed_end(size, k, s, d, *pair)

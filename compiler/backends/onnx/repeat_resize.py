@@ -33,10 +33,9 @@ import numpy as np
 from compiler.backends.onnx import layout
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.fusion import single_use
+from compiler.backends.onnx.shape_terms import Element, Term, terms
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
-from compiler.runtime.kernels.array import strided_slice_index
-from compiler.runtime.kernels.registry import KernelError
 
 _FAST_RANK = 4  # onnxruntime's nearest Resize loops directly up to this rank
 _SHAPE_READERS = ("Shape", "ShapeN", "Size", "Rank")
@@ -89,65 +88,6 @@ def _chain(ctx: LoweringContext, op: Op) -> Optional[tuple[Value, list[int]]]:
     return x, counts
 
 
-# -- the Reshape target, element by element ---------------------------------------------------------
-# An element of an integer vector: a known int, or (value, axis, factor): factor times the size of
-# value's axis, known at run time (what Shape(x) and arithmetic on it give).
-Element = object
-
-
-def _symbolic(ctx: LoweringContext, value: Value, depth: int = 12) -> Optional[list[Element]]:
-    """The elements of a small integer vector (a scalar as one element) computed from constants and
-    Shape by the ops TF's repeat builds its target with; None for anything else."""
-    array = ctx.constant(value)
-    if array is not None:
-        return [int(v) for v in array.reshape(-1)] if array.dtype.kind in "iu" and array.size <= 8 else None
-    op = value.op
-    if depth == 0:
-        return None
-    if op.type == "Shape":
-        rank = ctx.rank(op.operands[0])
-        return None if rank is None else [(op.operands[0], i, 1) for i in range(rank)]
-    if op.type in ("Cast", "Identity", "ExpandDims", "Reshape"):
-        return _symbolic(ctx, op.operands[0], depth - 1)
-    if op.type in ("Pack", "ConcatV2"):
-        parts = op.operands[:-1] if op.type == "ConcatV2" else op.operands
-        found = [_symbolic(ctx, part, depth - 1) for part in parts]
-        return None if any(f is None for f in found) else [e for f in found for e in f]  # type: ignore[union-attr]
-    if op.type == "StridedSlice":
-        return _sliced(ctx, op, _symbolic(ctx, op.operands[0], depth - 1))
-    if op.type == "Mul":
-        return _scaled(_symbolic(ctx, op.operands[0], depth - 1), _symbolic(ctx, op.operands[1], depth - 1))
-    return None
-
-
-def _sliced(ctx: LoweringContext, op: Op, elements: Optional[list[Element]]) -> Optional[list[Element]]:
-    bounds = [ctx.constant(v) for v in op.operands[1:4]]
-    if elements is None or any(b is None for b in bounds):
-        return None
-    masks = {m: int(op.attr(m, 0)) for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
-                                              "shrink_axis_mask")}
-    held = np.empty(len(elements), dtype=object)
-    for i, element in enumerate(elements):  # one by one: numpy would unpack the tuples
-        held[i] = element
-    try:
-        picked = held[strided_slice_index((len(elements),), *(b.reshape(-1).tolist() for b in bounds), masks)]  # type: ignore
-    except (ValueError, IndexError, TypeError, KernelError):
-        return None
-    return list(picked) if isinstance(picked, np.ndarray) else [picked]
-
-
-def _scaled(a: Optional[list[Element]], b: Optional[list[Element]]) -> Optional[list[Element]]:
-    """A one-element product: an int times an int, or an int times a run-time size."""
-    if a is None or b is None or len(a) != 1 or len(b) != 1:
-        return None
-    (x,), (y,) = a, b
-    if isinstance(x, tuple):
-        x, y = y, x
-    if not isinstance(x, int):
-        return None
-    return [x * y] if isinstance(y, int) else [(y[0], y[1], y[2] * x)]  # type: ignore[index]
-
-
 def _target_repeats(target: Optional[list[Element]], x: Value, dims: tuple, axis: int, count: int) -> bool:
     """Whether the Reshape target is x's shape with `axis` times `count`, element by element (sizes
     read at run time included); one -1 may stand for a size the element count fixes."""
@@ -156,9 +96,10 @@ def _target_repeats(target: Optional[list[Element]], x: Value, dims: tuple, axis
     wild = 0
     for i, (element, d) in enumerate(zip(target, dims)):
         factor = count if i == axis else 1
+        static = isinstance(element, int) and d is not None and element == d * factor
         if element == -1 and i != axis:
             wild += 1
-        elif not (element == (x, i, factor) or (isinstance(element, int) and d is not None and element == d * factor)):
+        elif element != Term(x, i, factor) and not static:
             return False
     return wild <= 1
 
@@ -211,7 +152,7 @@ def _match(ctx: LoweringContext, op: Op) -> Optional[tuple[Value, int, int, Op]]
     if count < 1 or np.any(np.delete(multiples, axis + 1) != 1):
         return None
     folds = out is not None and len(out) == rank and _copies_fold_into(dims, out, axis, count)
-    if not folds and not _target_repeats(_symbolic(ctx, op.operands[1]), x, dims, axis, count):
+    if not folds and not _target_repeats(terms(ctx, op.operands[1]), x, dims, axis, count):
         return None
     return x, axis, count, expanded.op
 
