@@ -440,7 +440,7 @@ def test_conv2d_backprop_input_sizes_unrelated_to_the_gradient_are_refused():
     dy, sizes = b.input("dy", [1, -1, -1, 4]), b.input("sizes", [4], DType.INT32)
     weights = b.const(np.ones((3, 3, 2, 4), np.float32))
     y = b("Conv2DBackpropInput", sizes, weights, dy, padding="SAME", strides=[1, 2, 2, 1])
-    with pytest.raises(UnsupportedOpError, match=r"'Conv2DBackpropInput'.*stride times its size plus"):
+    with pytest.raises(UnsupportedOpError, match=r"'Conv2DBackpropInput'.*stride times"):
         export_with_report(b.graph, ["dy", "sizes"], [y.name])
 
 

@@ -174,3 +174,41 @@ def test_keras_dilated_conv1d_fuses_and_stays_channels_first() -> None:
     assert counts["Conv"] == 2 and counts.get("Transpose") == 2 and "Reshape" not in counts, counts
     got = run_onnx(result.model, feeds, outputs)[outputs[0]]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_dilated_convs_with_unknown_spatial_sizes_fuse(rank: int) -> None:
+    """With the spatial sizes unknown, TF computes the SpaceToBatchND paddings and the crops at run
+    time (the end padded to a multiple of the rate, then cropped off); the amount cancels, so each
+    chain is still one dilated Conv, and it matches TF at sizes divisible by the rate and not."""
+    pytest.importorskip("tensorflow")
+    import keras
+
+    from compiler.frontends.graphdef import load_graph_bytes
+    from compiler.passes import run_pipeline
+    from compiler.passes.levels import preset_pipeline
+    from tests.oracle import run_tf
+    from tools.make_fixtures import freeze_keras
+
+    keras.utils.set_random_seed(12)
+    conv = {1: keras.layers.Conv1D, 2: keras.layers.Conv2D, 3: keras.layers.Conv3D}[rank]
+    spatial = (None,) * rank
+    inp = keras.Input(spatial + (3,))
+    h = conv(4, 3, dilation_rate=2, padding="same", activation="relu")(inp)
+    h = conv(2, 2, dilation_rate=3, padding="valid")(h)
+    graph_def, inputs, outputs = freeze_keras(keras.Model(inp, h), spatial + (3,), batch=None)
+    data = graph_def.SerializeToString()
+    specs, _ = preset_pipeline(2)
+    graph = run_pipeline(load_graph_bytes(data), specs, inputs, outputs).graph
+    result = export_with_report(graph, inputs, outputs)
+    onnx.checker.check_model(result.model, full_check=True)
+    assert result.report.stats["dilated_convs"] == 2 and result.report.op_counts["Conv"] == 2
+    assert not {"SpaceToDepth", "DepthToSpace", "Shape"} & set(result.report.op_counts)
+    for sizes in ((9, 8, 7), (12, 6, 10)):
+        shape = (2, *sizes[:rank], 3)
+        feeds = {inputs[0]: np.random.default_rng(sum(shape)).uniform(-1, 1, shape).astype(np.float32)}
+        want = run_tf(data, feeds, outputs)[outputs[0]]
+        got = run_onnx(result.model, feeds, outputs)[outputs[0]]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())

@@ -25,9 +25,12 @@ from typing import Collection, Optional
 
 import numpy as np
 
+from compiler.analysis import analyze
+from compiler.analysis.order import reachable_ops, topological_order
+from compiler.backends.onnx.shape_terms import difference, terms
 from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
-from compiler.ir.graph import Graph, Op, Value
+from compiler.ir.graph import Graph, IRError, Op, Value
 from compiler.ir.shapes import UNKNOWN_SHAPE
 from compiler.rewrite.constants import const_array
 from compiler.rewrite.edit import add_const
@@ -94,14 +97,35 @@ def _match(b2s: Op, named: Collection[str]) -> Optional[DilatedConv]:
 def _block_and_pads(s2b: Op, b2s: Op, spatial: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
     """The block shape both ops use and the padding left after the crops (pads - crops, never < 0)."""
     block, block_again = const_array(s2b.operands[1]), const_array(b2s.operands[1])
-    pads, crops = const_array(s2b.operands[2]), const_array(b2s.operands[2])
-    if any(a is None for a in (block, block_again, pads, crops)):
+    if block is None or block_again is None:
         return None
     if block.shape != (spatial,) or not np.array_equal(block, block_again) or (block < 1).any():
         return None
+    pads, crops = const_array(s2b.operands[2]), const_array(b2s.operands[2])
+    if pads is None or crops is None:
+        left = _run_time_pads_less_crops(s2b, b2s, spatial)
+        return None if left is None else (block, left)
     if pads.shape != (spatial, 2) or crops.shape != (spatial, 2) or (crops < 0).any() or (crops > pads).any():
         return None
     return block, pads - crops
+
+
+def _run_time_pads_less_crops(s2b: Op, b2s: Op, spatial: int) -> Optional[np.ndarray]:
+    """pads - crops when both are computed at run time (TF's required_space_to_batch_paddings for
+    unknown sizes pads the end by the amount that makes the size divisible, and crops it off
+    again): read element by element, that amount cancels and the base padding is left."""
+    values = [s2b.operands[2], b2s.operands[2]]
+    try:
+        info = analyze(topological_order(s2b.graph, reachable_ops(values)))
+    except IRError:  # a cycle (TF1 loop)
+        return None
+    pads, crops = (terms(info, value) for value in values)
+    if pads is None or crops is None or len(pads) != 2 * spatial or len(crops) != 2 * spatial:
+        return None
+    left = [difference(p, c) for p, c in zip(pads, crops)]
+    if any(not isinstance(d, int) or d < 0 for d in left):
+        return None
+    return np.asarray(left, np.int64).reshape(spatial, 2)
 
 
 def _height_axis(expand: Op, squeeze: Op) -> bool:
