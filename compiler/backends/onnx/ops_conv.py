@@ -265,7 +265,9 @@ def _stand_in(found: Optional[list[Element]], dy: Value, index: int, axis: int, 
     """The input size for a stand-in gradient size, when input_sizes[index] is stride times dy's
     size along `axis` plus a constant."""
     term = None if found is None or index >= len(found) else found[index]
-    if not isinstance(term, Term) or term.value is not dy or term.axis != axis or term.factor != stride:
+    if not isinstance(term, Term) or not term.size or term.value is not dy:
+        return None
+    if term.axis != axis or term.factor != stride:
         return None
     size = stride * _STAND_IN + term.offset
     return size if size > 0 else None

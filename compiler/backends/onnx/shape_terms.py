@@ -68,7 +68,7 @@ def _read(facts: Facts, value: Value, depth: int) -> Optional[np.ndarray]:
     """The tensor as an object array of elements, or None."""
     array = facts.constant(value)
     if array is not None:
-        return _held(array.astype(object)) if array.dtype.kind in "iu" and array.size <= _LARGEST else None
+        return array.astype(object) if array.dtype.kind in "iu" and array.size <= _LARGEST else None
     op = value.op
     if depth == 0:
         return _opaque(facts, value)
@@ -80,11 +80,8 @@ def _read(facts: Facts, value: Value, depth: int) -> Optional[np.ndarray]:
     return found if found is not None else _opaque(facts, value)
 
 
-def _held(elements) -> np.ndarray:
-    """An object array of these elements (one by one: numpy would unpack the terms)."""
-    items = np.asarray(elements, dtype=object) if isinstance(elements, np.ndarray) else None
-    if items is not None:
-        return items
+def _held(elements: list[Element]) -> np.ndarray:
+    """An object vector of these elements (one by one: numpy would unpack the terms)."""
     held = np.empty(len(elements), dtype=object)
     for i, element in enumerate(elements):
         held[i] = element
