@@ -52,7 +52,7 @@ def lower_repeat(ctx: LoweringContext, op: Op) -> bool:
     stored = ctx.lowered(source)
     rank = len(counts)
     scales = [float(counts[p]) for p in (range(rank) if stored.perm is None else stored.perm)]
-    out_dims = layout.physical_dims(ctx.shape(op.results[0]).dims, stored.perm)
+    out_dims = layout.physical_dims(ctx.shape(op.results[0]).dims or (None,) * rank, stored.perm)
     dims = layout.physical_dims(ctx.shape(source).dims, stored.perm)
     if all(s == 1 or d == 1 for s, d in zip(scales, dims)):  # copies of one element: a broadcast
         target = ctx.ints([int(s) for s in scales], f"{op.name}/expand")
