@@ -10,7 +10,7 @@ from compiler.analysis.rules.registry import OpFacts, broadcast, normalize_axis,
 from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
-from compiler.runtime.kernels.array import strided_slice_index
+from compiler.runtime.kernels.array import SLICE_MASKS, strided_slice_index
 
 
 @shape_rule("Placeholder", "PlaceholderWithDefault")
@@ -130,9 +130,6 @@ def _slice(facts: OpFacts) -> Optional[list[Shape]]:
     return [Shape(tuple(out))]
 
 
-_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
-
-
 @shape_rule("StridedSlice")
 def _strided_slice(facts: OpFacts) -> Optional[list[Shape]]:
     """Index a zero-stride stand-in array of the input's shape: numpy does the arithmetic.
@@ -143,7 +140,7 @@ def _strided_slice(facts: OpFacts) -> Optional[list[Shape]]:
     if dims is None or strides is None:
         return None
     begin, end = (_bounds(facts, i, len(strides)) for i in (1, 2))
-    masks = {m: int(facts.attr(m, 0)) for m in _MASKS}
+    masks = {m: int(facts.attr(m, 0)) for m in SLICE_MASKS}
     stand_in = ([0 if b is None else b for b in begin], [0 if e is None else e for e in end])
     trials = [_sliced_shape([s if d is None else d for d in dims], *stand_in, strides, masks) for s in _STAND_INS]
     out = [a if a == b else None for a, b in zip(*trials)] if None in dims else list(trials[0])

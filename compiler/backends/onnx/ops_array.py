@@ -22,6 +22,7 @@ from compiler.backends.onnx.registry import AGNOSTIC, lowers
 from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
+from compiler.runtime.kernels.array import SLICE_MASKS
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
@@ -334,7 +335,7 @@ def _strided_specs(op: Op, rank: int, begin: list[Optional[int]], end: list[Opti
                    ) -> tuple[list[tuple[int, Bound, Bound, int]], list[int], list[int]]:
     """(slice specs, input axes to shrink, output positions of new axes) of a StridedSlice; a begin
     or end element None is read at run time."""
-    masks = {m: int(op.attr(m, 0)) for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
+    masks = {m: int(op.attr(m, 0)) for m in SLICE_MASKS}
 
     def bit(name: str, i: int) -> bool:
         return bool(masks[name] >> i & 1)

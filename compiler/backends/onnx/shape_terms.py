@@ -18,7 +18,7 @@ import numpy as np
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 from compiler.ir.shapes import Shape
-from compiler.runtime.kernels.array import strided_slice_index
+from compiler.runtime.kernels.array import SLICE_MASKS, strided_slice_index
 from compiler.runtime.kernels.registry import KernelError
 
 _INTEGERS = (DType.INT32, DType.INT64)
@@ -127,8 +127,7 @@ def _sliced(facts: Facts, op: Op, depth: int) -> Optional[np.ndarray]:
     bounds = [facts.constant(v) for v in op.operands[1:4]]
     if found is None or any(b is None for b in bounds):
         return None
-    masks = {m: int(op.attr(m, 0)) for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
-                                              "shrink_axis_mask")}
+    masks = {m: int(op.attr(m, 0)) for m in SLICE_MASKS}
     try:
         index = strided_slice_index(found.shape, *(b.reshape(-1).tolist() for b in bounds), masks)  # type: ignore
     except (ValueError, IndexError, TypeError, KernelError):

@@ -327,7 +327,8 @@ def strided_slice_index(shape: tuple[int, ...], begin: list[int], end: list[int]
     return tuple(index)
 
 
-_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+# StridedSlice's mask attributes, which `strided_slice_index` reads by name.
+SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 
 @kernel("StridedSlice")
@@ -336,7 +337,7 @@ def _strided_slice(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     b, e, s = int_vector(begin), int_vector(end), int_vector(strides)
     if not len(b) == len(e) == len(s):
         raise KernelError("begin, end and strides must have equal length")
-    masks = {name: int(attr(attrs, name, 0)) for name in _MASKS}  # type: ignore[arg-type]
+    masks = {name: int(attr(attrs, name, 0)) for name in SLICE_MASKS}  # type: ignore[arg-type]
     return [np.array(x[strided_slice_index(x.shape, b, e, s, masks)])]
 
 
