@@ -232,6 +232,7 @@ def backprop_input_spatial(ctx: LoweringContext, op: Op, fmt: DataFormat, rank: 
     Shape around a dynamic batch).  So may a spatial size that is stride * (out_backprop's size
     along that axis) + a constant, as Keras computes it from Shape for unknown heights and widths:
     TF's padding then does not depend on that size, and a stand-in size gives the pads."""
+    found: Optional[list[Element]] = None  # input_sizes read as terms, once needed
     if op.type == "Conv2DBackpropInputV2":
         dims = ctx.shape(op.operands[0]).dims
         sizes = None if dims is None else list(dims)
@@ -252,7 +253,8 @@ def backprop_input_spatial(ctx: LoweringContext, op: Op, fmt: DataFormat, rank: 
         picked = [0, 1]
     spatial = [sizes[i] for i in picked]
     if None in spatial:
-        found = terms(ctx, op.operands[0]) if op.type != "Conv2DBackpropInputV2" else None
+        if found is None and op.type != "Conv2DBackpropInputV2":
+            found = terms(ctx, op.operands[0])
         spatial = [size if size is not None else _stand_in(found, op.operands[2], i, axis, stride)
                    for size, i, axis, stride in zip(spatial, picked, axes, strides)]
         if None in spatial:
