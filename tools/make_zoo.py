@@ -214,6 +214,17 @@ def _dropout_bn(x):
     return layers.Dense(4, activation="softmax")(layers.Dropout(0.2)(x))
 
 
+def _audio(x):
+    from keras import layers
+
+    mel = layers.MelSpectrogram(fft_length=256, sequence_stride=64, sequence_length=200, num_mel_bins=24,
+                                sampling_rate=8000)(x)  # [batch, mel bins, frames]
+    h = layers.Conv1D(8, 3, activation="relu")(layers.Permute((2, 1))(mel))
+    spectrum = layers.STFTSpectrogram(frame_length=128, frame_step=64, fft_length=128)(layers.Reshape((1024, 1))(x))
+    pooled = [layers.GlobalAveragePooling1D()(t) for t in (h, spectrum)]
+    return layers.Dense(5)(layers.Concatenate()(pooled))
+
+
 def _layer_models() -> list[ZooModel]:
     return [
         _layer_model("layers_conv1d", (16, 4), 6001, _convs_1d, "Conv1D, causal dilated Conv1D, SeparableConv1D."),
@@ -234,6 +245,8 @@ def _layer_models() -> list[ZooModel]:
         _layer_model("layers_embedding", (7,), 6010, _embedding, "Embedding(20, 6) of cast ids, Conv1D.",
                      input_range=(0.0, 20.0)),
         _layer_model("layers_dropout_bn", (10,), 6011, _dropout_bn, "Dense, BatchNormalization, Dropout (inference)."),
+        _layer_model("layers_audio", (1024,), 6012, _audio,
+                     "MelSpectrogram (RFFT) -> Conv1D, STFTSpectrogram (log), Dense."),
     ]
 
 

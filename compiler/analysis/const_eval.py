@@ -20,7 +20,7 @@ _ARRAY_OPS = (
     "Reshape", "Squeeze", "ExpandDims", "ConcatV2", "Concat", "Pack", "Unpack", "Transpose",
     "Pad", "PadV2", "MirrorPad", "Slice", "StridedSlice", "Gather", "GatherV2", "Fill", "Tile",
     "Split", "SplitV", "Mean", "Sum", "Max", "Min", "Prod", "All", "Any", "ArgMax", "ArgMin",
-    "Range", "BroadcastTo", "Select", "Shape", "Size", "Rank", "OneHot", "MatrixBandPart",
+    "Range", "BroadcastTo", "BroadcastArgs", "Select", "Shape", "Size", "Rank", "OneHot", "MatrixBandPart",
 )
 # Ops that never need evaluating: their result is an operand as it is.
 # A PlaceholderWithDefault that is not fed is its default.

@@ -11,6 +11,8 @@ import pytest
 from compiler.backends.onnx import export_with_report
 from compiler.backends.onnx.exporter import ExportResult
 from compiler.frontends.graphdef import load_graph_bytes
+from compiler.passes import run_pipeline
+from compiler.passes.levels import LEVELS
 from compiler.runtime.onnx_runner import run_onnx
 
 
@@ -24,12 +26,17 @@ def keras_seeded(seed: int):
     return keras
 
 
-def export_keras(model, input_shape: tuple[int, ...]) -> tuple[ExportResult, list[str], list[str]]:
-    """(export result, input names, output names) of `model` frozen with batch 1."""
+def export_keras(model, input_shape: tuple[int, ...], optimize: bool = False
+                 ) -> tuple[ExportResult, list[str], list[str]]:
+    """(export result, input names, output names) of `model` frozen with batch 1; `optimize` runs
+    -O2 first, as `gttc -O2 -o model.onnx` does."""
     from tools.make_fixtures import freeze_keras
 
     graph_def, names, outputs = freeze_keras(model, input_shape)
-    return export_with_report(load_graph_bytes(graph_def.SerializeToString()), names, outputs), names, outputs
+    graph = load_graph_bytes(graph_def.SerializeToString())
+    if optimize:
+        graph = run_pipeline(graph, LEVELS[2].pipeline, names, outputs).graph
+    return export_with_report(graph, names, outputs), names, outputs
 
 
 def assert_matches_keras(model, exported: tuple[ExportResult, list[str], list[str]], feed: np.ndarray,

@@ -261,6 +261,32 @@ def test_rfft_crops_the_inner_axis_and_never_pads(length):
     check_or_both_fail("RFFT", {"input": x, "fft_length": np.asarray([length], I32)}, {})
 
 
+def spectrum(rng: np.random.Generator, shape: tuple[int, ...], dtype=np.complex64) -> np.ndarray:
+    return (rand(rng, shape, np.float64) + 1j * rand(rng, shape, np.float64)).astype(dtype)
+
+
+@pytest.mark.parametrize("length", [16, 17, 10, 20])
+def test_irfft_reads_the_first_bins_and_needs_enough_of_them(length):
+    """9 bins: enough for lengths up to 17 (extra bins are ignored), too few for 20."""
+    x = spectrum(np.random.default_rng(18), (2, 3, 9))
+    x[..., 0] += 0.75j  # the DC bin's imaginary part, which the c2r transform ignores
+    check_or_both_fail("IRFFT", {"input": x, "fft_length": np.asarray([length], I32)}, {})
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_fft_ifft_and_the_parts_of_complex_values(dtype):
+    rng = np.random.default_rng(19)
+    x = spectrum(rng, (2, 3, 12), dtype)
+    for op in ("FFT", "IFFT"):
+        check(op, {"input": x})
+    part = np.float32 if dtype == np.complex64 else np.float64
+    for op in ("Real", "Imag"):
+        check(op, {"input": x}, {"Tout": part}, {"Tout": DType.from_numpy(np.dtype(part))})
+    check("ComplexAbs", {"x": x}, {"Tout": part}, {"Tout": DType.from_numpy(np.dtype(part))})
+    re, im = rand(rng, (3, 1), part), rand(rng, (4,), part)
+    check("Complex", {"real": re, "imag": im}, {"Tout": dtype}, {"Tout": DType.from_numpy(np.dtype(dtype))})
+
+
 # ---------------------------------------------------------------- bitcast and bucketize
 @pytest.mark.parametrize("source, target, shape", [(F32, I32, (2, 3)), (F32, np.uint8, (4,)), (np.int16, I32, (3, 2)),
                                                    (I64, np.float64, (5,))])

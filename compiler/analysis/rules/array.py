@@ -249,6 +249,15 @@ def _list_diff(facts: OpFacts) -> Optional[list[Shape]]:
     return [Shape((None,)), Shape((None,))]
 
 
+@shape_rule("BroadcastArgs")
+def _broadcast_args(facts: OpFacts) -> Optional[list[Shape]]:
+    """The broadcast of two shape vectors is as long as the longer one."""
+    lengths = [facts.dims(i) for i in range(2)]
+    if any(d is None or len(d) != 1 or d[0] is None for d in lengths):
+        return [Shape((None,))]
+    return [Shape((max(d[0] for d in lengths),))]  # type: ignore[index]
+
+
 @shape_rule("MatrixDeterminant")
 def _determinant(facts: OpFacts) -> Optional[list[Shape]]:
     dims = facts.dims(0)

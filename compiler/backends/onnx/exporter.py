@@ -21,6 +21,7 @@ from compiler.backends.onnx import model as onnx_model
 from compiler.backends.onnx.builder import Dim, GraphBuilder, ModelScope, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
+from compiler.backends.onnx.ops_complex import COMPLEX_TYPES
 from compiler.backends.onnx.errors import OnnxExportError
 from compiler.backends.onnx.export_rewrites import rewrite_for_export
 from compiler.backends.onnx.lowering import lower_ops
@@ -123,6 +124,9 @@ def _spec(ctx: LoweringContext, value: Value, name: str, symbolic: bool = False)
     elem = onnx_type(ctx.dtype(value))
     if not elem:
         raise OnnxExportError(f"'{value.name}' has a type ONNX cannot carry ({ctx.dtype(value)})")
+    if ctx.dtype(value) in COMPLEX_TYPES:
+        raise OnnxExportError(f"'{value.name}' is {ctx.dtype(value).name.lower()}: onnxruntime does not compute "
+                              f"on complex tensors; make the graph input or output its Real/Imag parts or ComplexAbs")
     dims = ctx.shape(value).dims
     declared: Optional[tuple[Dim, ...]] = None
     if dims is not None:

@@ -18,6 +18,7 @@ from compiler.backends.onnx.builder import GraphBuilder
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.layout import preferred_layouts
+from compiler.backends.onnx.ops_complex import check_no_complex
 from compiler.backends.onnx.registry import LAYOUT_ROLES, LOWERINGS
 from compiler.backends.onnx.tf1_frames import REGION_LOWERINGS, needs_shape_refinement, refine_shapes, schedule
 from compiler.frontends.graphdef.functions import Function
@@ -64,6 +65,7 @@ def lower_ops(ctx: LoweringContext, ops: Sequence[Op]) -> None:
 def lower_op(ctx: LoweringContext, op: Op) -> None:
     """One op through its lowering; operands or attributes the lowering cannot take (a rank, a
     shape or a value TF would refuse at run time) are an error naming the node."""
+    check_no_complex(ctx, op)
     try:
         LOWERINGS[op.type](ctx, op)
     except (ValueError, IndexError, TypeError, KeyError, ArithmeticError) as err:

@@ -511,3 +511,72 @@ def _rfft(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     if n == 0:
         return [np.zeros(x.shape[:-1] + (0,), out_type)]
     return [np.fft.rfft(x.astype(np.float64), n=n, axis=-1).astype(out_type)]
+
+
+@kernel("IRFFT")
+def _irfft(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """Inverse of RFFT: the first fft_length // 2 + 1 bins of the innermost axis (at least that many
+    must be there) to fft_length real samples; the imaginary parts of the DC and Nyquist bins are
+    ignored, as TF's c2r transform ignores them."""
+    x, length = inputs
+    n = scalar_int(length, "fft_length")
+    bins = n // 2 + 1
+    if x.ndim < 1 or n < 0 or (n > 0 and x.shape[-1] < bins):
+        raise KernelError(f"fft_length {n} needs at least {bins} bins in the innermost axis of shape {list(x.shape)}")
+    out_type = dtype_attr(attrs, "Treal", np.dtype(np.float32))
+    if n == 0:
+        return [np.zeros(x.shape[:-1] + (0,), out_type)]
+    return [np.fft.irfft(x[..., :bins].astype(np.complex128), n=n, axis=-1).astype(out_type)]
+
+
+def _complex_transform(x: Array, transform: Callable[..., Array]) -> Array:
+    """A complex FFT of the innermost axis, computed in complex128 and rounded once."""
+    if x.ndim < 1:
+        raise KernelError("the input must have rank >= 1, got a scalar")
+    if x.shape[-1] == 0:
+        return x.copy()
+    return transform(x.astype(np.complex128), axis=-1).astype(x.dtype)
+
+
+@kernel("FFT")
+def _fft(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    return [_complex_transform(inputs[0], np.fft.fft)]
+
+
+@kernel("IFFT")
+def _ifft(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """Divides by the length, as TF's IFFT does."""
+    return [_complex_transform(inputs[0], np.fft.ifft)]
+
+
+def _part_type(attrs: Attrs, x: Array) -> np.dtype:
+    """The real type of a complex operand's parts (Tout; float32 for complex64, float64 for complex128)."""
+    return dtype_attr(attrs, "Tout", np.dtype(np.float32 if x.dtype == np.complex64 else np.float64))
+
+
+@kernel("Real")
+def _real(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    return [np.real(inputs[0]).astype(_part_type(attrs, inputs[0]))]
+
+
+@kernel("Imag")
+def _imag(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    return [np.imag(inputs[0]).astype(_part_type(attrs, inputs[0]))]
+
+
+@kernel("ComplexAbs")
+def _complex_abs(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """|x| without overflow in the squares (TF uses hypot too)."""
+    x = inputs[0]
+    return [np.hypot(np.real(x), np.imag(x)).astype(_part_type(attrs, x))]
+
+
+@kernel("Complex")
+def _complex(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """real + i * imag, broadcast like any binary op."""
+    re, im = inputs
+    out_type = dtype_attr(attrs, "Tout", np.dtype(np.complex64 if re.dtype == np.float32 else np.complex128))
+    re, im = np.broadcast_arrays(re, im)
+    out = np.empty(re.shape, out_type)
+    out.real, out.imag = re, im
+    return [out]

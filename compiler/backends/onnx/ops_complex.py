@@ -1,0 +1,158 @@
+"""FFTs and complex values (Keras' MelSpectrogram, keras.ops.fft): ONNX runtimes do not compute on
+complex tensors, so a complex value is lowered to a float tensor with one more, innermost axis of
+size 2 holding (real, imag) -- the layout of ONNX's DFT operator.
+
+- RFFT crops the innermost axis to fft_length (the raw op never pads) and is a one-sided DFT;
+- FFT / IFFT are a DFT / inverse DFT of the pairs (ONNX's inverse divides by the length, as TF's);
+- IRFFT rebuilds the full Hermitian spectrum from the first fft_length // 2 + 1 bins (one Gather,
+  one sign flip for the conjugates), inverts it and keeps the real part, which drops the imaginary
+  parts of the DC and Nyquist bins exactly as TF's c2r transform ignores them;
+- Real / Imag pick a component, ComplexAbs is the L2 norm of the pair, Complex stacks the two.
+
+Any other op that reads or makes a complex value is refused, naming it: an elementwise lowering
+would treat the pairs as independent floats.  Complex graph inputs and outputs are refused too.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.backends.onnx import opset
+from compiler.backends.onnx.builder import ValueSpec
+from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.dtypes import onnx_type
+from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.registry import lowers
+from compiler.ir.dtypes import DType
+from compiler.ir.graph import Op, Value
+
+COMPLEX_TYPES = frozenset({DType.COMPLEX64, DType.COMPLEX128})
+_COMPLEX_LOWERINGS = frozenset({"RFFT", "IRFFT", "FFT", "IFFT", "Real", "Imag", "ComplexAbs", "Complex"})
+_PART_TYPE = {DType.COMPLEX64: DType.FLOAT, DType.COMPLEX128: DType.DOUBLE}
+_DFT_OPSET = 17  # DFT's first version; opset 20 moved its axis from an attribute to an input
+
+
+def bind_complex(ctx: LoweringContext, value: Value, pairs: str) -> None:
+    """Bind a complex value to its (real, imag) float tensor, declared with the extra axis."""
+    ctx.bind(value, pairs, describe=False)
+    dims = ctx.shape(value).dims
+    dtype = ctx.dtype(value)
+    if dims is not None and dtype in _PART_TYPE and ctx.builder.producer(pairs) is not None:
+        ctx.builder.annotate(ValueSpec(pairs, onnx_type(_PART_TYPE[dtype]), tuple(dims) + (2,)))
+
+
+def complex_operand(ctx: LoweringContext, op: Op, index: int) -> str:
+    """Operand `index` as (real, imag) pairs; a constant becomes a float initializer of them."""
+    found = ctx.constant(op.operands[index])
+    if found is None:
+        return ctx.operand(op, index)
+    pairs = np.stack([found.real, found.imag], axis=-1)
+    return ctx.initializer(pairs, f"{op.name}/operand{index}_pairs")
+
+
+def _rank(ctx: LoweringContext, op: Op) -> int:
+    rank = ctx.rank(op.operands[0])
+    if rank is None or rank < 1:
+        raise UnsupportedOpError(op.type, op.name, "the input's rank must be known and at least 1")
+    return rank
+
+
+def _dft(ctx: LoweringContext, op: Op, signal: str, suffix: str, inverse: bool = False,
+         onesided: bool = False) -> str:
+    """DFT over the second-innermost axis of `signal` ([..., n, 1 or 2] -> [..., bins, 2])."""
+    if ctx.opset < _DFT_OPSET:
+        raise UnsupportedOpError(op.type, op.name, f"opset {ctx.opset}: ONNX's DFT needs opset {_DFT_OPSET}")
+    flags = {"inverse": int(inverse), "onesided": int(onesided)}
+    if ctx.opset >= 20:
+        axis = ctx.scalar(-2, DType.INT64, f"{op.name}/dft_axis")
+        return ctx.helper1(op, suffix, "DFT", [signal, "", axis], **flags)
+    return ctx.helper1(op, suffix, "DFT", [signal], axis=-2, **flags)
+
+
+def _part_type_of(ctx: LoweringContext, op: Op) -> DType:
+    dtype = ctx.dtype(op.operands[0])
+    if dtype not in _PART_TYPE:
+        raise UnsupportedOpError(op.type, op.name, f"an operand of type {dtype} (complex64 or complex128 only)")
+    return _PART_TYPE[dtype]
+
+
+@lowers("RFFT")
+def _rfft(ctx: LoweringContext, op: Op) -> None:
+    rank = _rank(ctx, op)
+    length = int(ctx.const_operand(op, 1, "fft_length").reshape(-1)[0])
+    size = ctx.shape(op.operands[0]).dims[rank - 1]  # type: ignore[index]
+    signal = ctx.operand(op, 0)
+    if size is None or size != length:  # crop; a shorter input is refused by TF at run time
+        signal = ctx.helper1(op, "cropped", "Slice", [signal, ctx.ints([0], f"{op.name}/zero"),
+                                                      ctx.ints([length], f"{op.name}/fft_length"),
+                                                      ctx.ints([-1], f"{op.name}/innermost")])
+    column = ctx.helper1(op, "column", "Unsqueeze", [signal, ctx.ints([-1], f"{op.name}/innermost")])
+    bind_complex(ctx, op.results[0], _dft(ctx, op, column, "dft", onesided=True))
+
+
+@lowers("FFT", "IFFT")
+def _fft(ctx: LoweringContext, op: Op) -> None:
+    _rank(ctx, op)
+    _part_type_of(ctx, op)
+    bind_complex(ctx, op.results[0], _dft(ctx, op, complex_operand(ctx, op, 0), "dft", inverse=op.type == "IFFT"))
+
+
+@lowers("IRFFT")
+def _irfft(ctx: LoweringContext, op: Op) -> None:
+    rank = _rank(ctx, op)
+    part = _part_type_of(ctx, op)
+    length = int(ctx.const_operand(op, 1, "fft_length").reshape(-1)[0])
+    if length < 1:
+        raise UnsupportedOpError(op.type, op.name, f"fft_length {length} (TF fails on an empty transform)")
+    bins = ctx.shape(op.operands[0]).dims[rank - 1]  # type: ignore[index]
+    if bins is not None and bins < length // 2 + 1:
+        raise UnsupportedOpError(op.type, op.name, f"{bins} bins for fft_length {length} "
+                                                   f"(TF needs at least {length // 2 + 1})")
+    # Bin k of the full spectrum is bin k for k <= length // 2, else the conjugate of bin length - k.
+    source = [k if k <= length // 2 else length - k for k in range(length)]
+    signs = np.array([[1.0, 1.0 if k <= length // 2 else -1.0] for k in range(length)], part.to_numpy())
+    bins_read = ctx.ints(source, f"{op.name}/bins")
+    full = ctx.helper1(op, "full", "Gather", [complex_operand(ctx, op, 0), bins_read], axis=-2)
+    hermitian = ctx.helper1(op, "hermitian", "Mul", [full, ctx.initializer(signs, f"{op.name}/conjugate")])
+    inverted = _dft(ctx, op, hermitian, "idft", inverse=True)
+    ctx.bind(op.results[0], ctx.emit1(op, "Gather", [inverted, ctx.scalar(0, DType.INT64, f"{op.name}/real")],
+                                      axis=-1))
+
+
+@lowers("Real", "Imag")
+def _part(ctx: LoweringContext, op: Op) -> None:
+    _part_type_of(ctx, op)
+    index = ctx.scalar(0 if op.type == "Real" else 1, DType.INT64, f"{op.name}/component")
+    ctx.bind(op.results[0], ctx.emit1(op, "Gather", [complex_operand(ctx, op, 0), index], axis=-1))
+
+
+@lowers("ComplexAbs")
+def _complex_abs(ctx: LoweringContext, op: Op) -> None:
+    _part_type_of(ctx, op)
+    ctx.bind(op.results[0], opset.reduce(ctx, op, "ReduceL2", complex_operand(ctx, op, 0), [-1], False))
+
+
+@lowers("Complex")
+def _complex(ctx: LoweringContext, op: Op) -> None:
+    """Stack the parts; parts of different (or unknown) shapes are expanded to their common shape
+    first, since Concat does not broadcast."""
+    real, imag = ctx.operand(op, 0), ctx.operand(op, 1)
+    shapes = [ctx.shape(v) for v in op.operands]
+    if shapes[0] != shapes[1] or shapes[0].dims is None or None in shapes[0].dims:
+        real = ctx.helper1(op, "real_b", "Expand", [real, ctx.helper1(op, "imag_shape", "Shape", [imag])])
+        imag = ctx.helper1(op, "imag_b", "Expand", [imag, ctx.helper1(op, "both_shape", "Shape", [real])])
+    innermost = ctx.ints([-1], f"{op.name}/innermost")
+    parts = [ctx.helper1(op, f"{name}_pair", "Unsqueeze", [t, innermost]) for name, t in (("real", real),
+                                                                                         ("imag", imag))]
+    bind_complex(ctx, op.results[0], ctx.emit1(op, "Concat", parts, axis=-1))
+
+
+def check_no_complex(ctx: LoweringContext, op: Op) -> None:
+    """Refuse an op outside this module that reads or makes a complex value (see the docstring)."""
+    if op.type in _COMPLEX_LOWERINGS:
+        return
+    for value in (*op.operands, *op.results):
+        dtype = ctx.dtype(value)
+        if dtype in COMPLEX_TYPES:
+            raise UnsupportedOpError(op.type, op.name, f"a {dtype.name.lower()} value: complex values export "
+                                     f"only through {', '.join(sorted(_COMPLEX_LOWERINGS))}")
+

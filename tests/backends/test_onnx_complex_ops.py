@@ -1,0 +1,121 @@
+"""FFTs and complex values in ONNX: complex tensors travel as (real, imag) float pairs, every export
+passes the full checker and matches gttc's interpreter (and, for the Keras layers, Keras itself),
+and what cannot travel that way is refused naming the node."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.backends.onnx import OnnxExportError, UnsupportedOpError, export_with_report
+from compiler.ir.dtypes import DType
+from compiler.runtime.interpreter import Interpreter
+from compiler.runtime.onnx_runner import run_onnx
+from tests.backends.keras_export import assert_matches_keras, export_keras, keras_seeded
+from tests.backends.test_onnx_added_ops import ints
+from tests.backends.test_onnx_export import Builder
+
+# onnxruntime's DFT of a length that is not a power of two sums in float32 (TF and the
+# interpreter transform in float64 or with pocketfft): errors ~1e-6 of the largest bin.
+TOLERANCE = 1e-5
+
+
+def check(b: Builder, feeds, outputs, opset: int = 17) -> dict[str, int]:
+    """Export, fully check, run both ways; each output within TOLERANCE of its largest magnitude."""
+    names = [v.name for v in outputs]
+    expected = Interpreter(b.graph).run(dict(feeds), names)
+    result = export_with_report(b.graph, list(feeds), names, opset=opset)
+    onnx.checker.check_model(result.model, full_check=True)
+    got = run_onnx(result.model, dict(feeds), names)
+    for name in names:
+        want, have = expected[name], got[name]
+        assert have.dtype == want.dtype and have.shape == want.shape, name
+        np.testing.assert_allclose(have, want, rtol=0, atol=TOLERANCE * np.abs(want).max(), err_msg=name)
+    return result.report.op_counts
+
+
+def signal(shape, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+def test_rfft_parts_and_magnitude(opset):
+    b = Builder()
+    x = b.input("x", [2, 3, 12])
+    full = b("RFFT", x, ints(b, [12]))
+    cropped = b("RFFT", x, ints(b, [8]))
+    counts = check(b, {"x": signal((2, 3, 12))},
+                   [b("Real", full), b("Imag", full), b("ComplexAbs", full), b("ComplexAbs", cropped)], opset)
+    assert counts["DFT"] == 2 and counts["ReduceL2"] == 2
+
+
+@pytest.mark.parametrize("opset", [17, 21])
+def test_fft_ifft_irfft_and_complex(opset):
+    b = Builder()
+    x, re, im = b.input("x", [2, 16]), b.input("re", [3, 1]), b.input("im", [5])
+    spectrum = b("RFFT", x, ints(b, [16]))
+    built = b("Complex", re, im)
+    same = b("Complex", x, x)
+    outputs = [b("IRFFT", spectrum, ints(b, [16])), b("IRFFT", spectrum, ints(b, [15])),
+               b("Real", b("FFT", spectrum)), b("Imag", b("IFFT", spectrum)), b("ComplexAbs", built),
+               b("Imag", b("FFT", built)), b("Real", b("IFFT", same))]
+    feeds = {"x": signal((2, 16)), "re": signal((3, 1), 1), "im": signal((5,), 2)}
+    assert check(b, feeds, outputs, opset)["DFT"] == 7  # RFFT, two IRFFTs, two FFTs, two IFFTs
+
+
+def test_rank_one_and_double_signals():
+    b = Builder()
+    x, d = b.input("x", [12]), b.input("d", [3, 10], DType.DOUBLE)
+    wide = b("RFFT", d, ints(b, [10]), Treal=DType.DOUBLE, Tcomplex=DType.COMPLEX128)
+    outputs = [b("ComplexAbs", b("RFFT", x, ints(b, [12]))),
+               b("Real", b("IFFT", wide, Tcomplex=DType.COMPLEX128), Tout=DType.DOUBLE)]
+    check(b, {"x": signal((12,)), "d": signal((3, 10)).astype(np.float64)}, outputs)
+
+
+def test_irfft_ignores_the_imaginary_parts_of_dc_and_nyquist():
+    b = Builder()
+    re, im = b.input("re", [4, 5]), b.input("im", [4, 5])
+    check(b, {"re": signal((4, 5)), "im": signal((4, 5), 3)}, [b("IRFFT", b("Complex", re, im), ints(b, [8]))])
+
+
+def test_complex_values_leave_only_through_their_parts():
+    b = Builder()
+    x = b.input("x", [4, 8])
+    spectrum = b("RFFT", x, ints(b, [8]))
+    with pytest.raises(OnnxExportError, match="complex64.*Real/Imag"):
+        export_with_report(b.graph, ["x"], [spectrum.name])
+    squared = b("Mul", spectrum, spectrum)
+    with pytest.raises(UnsupportedOpError, match=f"'{squared.op.name}'.*complex values export only through"):
+        export_with_report(b.graph, ["x"], [b("Real", squared).name])
+
+
+def test_dft_needs_opset_17():
+    b = Builder()
+    x = b.input("x", [4, 8])
+    with pytest.raises(UnsupportedOpError, match="opset 16: ONNX's DFT needs opset 17"):
+        export_with_report(b.graph, ["x"], [b("Real", b("RFFT", x, ints(b, [8]))).name], opset=16)
+
+
+@pytest.mark.tf
+def test_keras_mel_spectrogram_matches_keras():
+    keras = keras_seeded(7)
+    inputs = keras.Input((400,))
+    mel = keras.layers.MelSpectrogram(fft_length=128, sequence_stride=32, sequence_length=100, num_mel_bins=20,
+                                      sampling_rate=8000)
+    model = keras.Model(inputs, mel(inputs))
+    exported = export_keras(model, (400,), optimize=True)  # -O2 folds the mel filter bank's linspace
+    counts = exported[0].report.op_counts
+    assert counts["DFT"] == 1 and counts["Gather"] >= 2
+    assert_matches_keras(model, exported, signal((1, 400), 4), tolerance=1e-4)
+
+
+@pytest.mark.tf
+def test_keras_ops_fft_round_trip_matches_keras():
+    keras = keras_seeded(8)
+    inputs = keras.Input((32,))
+    re, im = keras.ops.rfft(inputs, fft_length=32)
+    a, c = keras.ops.fft((re, im))
+    restored = keras.ops.irfft((re, im), fft_length=32)
+    model = keras.Model(inputs, keras.ops.concatenate([restored, keras.ops.sqrt(a * a + c * c)], axis=-1))
+    exported = export_keras(model, (32,))
+    assert_matches_keras(model, exported, signal((1, 32), 5))
