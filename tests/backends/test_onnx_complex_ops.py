@@ -63,6 +63,21 @@ def test_fft_ifft_irfft_and_complex(opset):
     assert check(b, feeds, outputs, opset)["DFT"] == 7  # RFFT, two IRFFTs, two FFTs, two IFFTs
 
 
+@pytest.mark.parametrize("opset", [17, 20])
+def test_two_and_three_axis_transforms(opset):
+    b = Builder()
+    x, y = b.input("x", [2, 6, 8]), b.input("y", [2, 6, 8])
+    spectrum = b("RFFT2D", x, ints(b, [6, 8]))
+    both = b("Complex", x, y)
+    outputs = [b("ComplexAbs", spectrum), b("Imag", b("RFFT2D", x, ints(b, [4, 6]))),
+               b("Real", b("RFFT3D", x, ints(b, [2, 6, 8]))), b("IRFFT2D", spectrum, ints(b, [6, 8])),
+               b("IRFFT2D", spectrum, ints(b, [4, 7])), b("IRFFT3D", b("FFT", spectrum), ints(b, [2, 5, 8])),
+               b("Real", b("FFT2D", both)), b("Imag", b("IFFT2D", both)), b("ComplexAbs", b("FFT3D", both)),
+               b("Real", b("IFFT3D", both))]
+    counts = check(b, {"x": signal((2, 6, 8)), "y": signal((2, 6, 8), 6)}, outputs, opset)
+    assert counts["Slice"] == 3  # RFFT2D to 4x6, IRFFT2D's rows to 4, IRFFT3D's rows to 5
+
+
 def test_rank_one_and_double_signals():
     b = Builder()
     x, d = b.input("x", [12]), b.input("d", [3, 10], DType.DOUBLE)
@@ -116,6 +131,9 @@ def test_keras_ops_fft_round_trip_matches_keras():
     re, im = keras.ops.rfft(inputs, fft_length=32)
     a, c = keras.ops.fft((re, im))
     restored = keras.ops.irfft((re, im), fft_length=32)
-    model = keras.Model(inputs, keras.ops.concatenate([restored, keras.ops.sqrt(a * a + c * c)], axis=-1))
+    grid = keras.ops.reshape(inputs, (-1, 4, 8))
+    r2, i2 = keras.ops.fft2((grid, keras.ops.flip(grid, axis=-1)))
+    flat = keras.ops.reshape(keras.ops.sqrt(r2 * r2 + i2 * i2), (-1, 32))
+    model = keras.Model(inputs, keras.ops.concatenate([restored, keras.ops.sqrt(a * a + c * c), flat], axis=-1))
     exported = export_keras(model, (32,))
     assert_matches_keras(model, exported, signal((1, 32), 5))

@@ -273,6 +273,25 @@ def test_irfft_reads_the_first_bins_and_needs_enough_of_them(length):
     check_or_both_fail("IRFFT", {"input": x, "fft_length": np.asarray([length], I32)}, {})
 
 
+@pytest.mark.parametrize("op, lengths", [("RFFT2D", [6, 8]), ("RFFT2D", [4, 6]), ("RFFT2D", [8, 8]),
+                                         ("RFFT3D", [2, 6, 8]), ("RFFT3D", [3, 6, 8])])
+def test_multi_axis_rffts_crop_and_never_pad(op, lengths):
+    x = rand(np.random.default_rng(21), (2, 6, 8))
+    check_or_both_fail(op, {"input": x, "fft_length": np.asarray(lengths, I32)}, {})
+
+
+@pytest.mark.parametrize("op, lengths", [("IRFFT2D", [6, 8]), ("IRFFT2D", [4, 7]), ("IRFFT2D", [6, 10]),
+                                         ("IRFFT3D", [2, 6, 8]), ("IRFFT3D", [2, 5, 9]), ("IRFFT3D", [3, 6, 8])])
+def test_multi_axis_irffts_read_the_leading_entries(op, lengths):
+    x = spectrum(np.random.default_rng(22), (2, 6, 5))
+    check_or_both_fail(op, {"input": x, "fft_length": np.asarray(lengths, I32)}, {})
+
+
+@pytest.mark.parametrize("op", ["FFT2D", "IFFT2D", "FFT3D", "IFFT3D"])
+def test_multi_axis_complex_ffts(op):
+    check(op, {"input": spectrum(np.random.default_rng(23), (2, 3, 4, 6))})
+
+
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_fft_ifft_and_the_parts_of_complex_values(dtype):
     rng = np.random.default_rng(19)

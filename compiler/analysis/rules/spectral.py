@@ -1,7 +1,8 @@
 """Shape rules of FFTs and of the ops that take complex values apart or build them.
 
-The transforms act on the innermost axis: RFFT keeps fft_length // 2 + 1 bins
-of it, IRFFT turns them back into fft_length samples, FFT/IFFT keep its size.
+The transforms act on the one, two or three innermost axes: an RFFT crops
+them to fft_length and keeps fft_length // 2 + 1 bins of the innermost, an
+IRFFT turns them back into fft_length samples, FFTs and IFFTs keep the shape.
 """
 from __future__ import annotations
 
@@ -10,31 +11,31 @@ from typing import Optional
 from compiler.analysis.rules.registry import OpFacts, broadcast, shape_rule
 from compiler.ir.shapes import Shape
 
+_SUFFIXES = {1: "", 2: "2D", 3: "3D"}
 
-def _innermost_resized(facts: OpFacts, size: Optional[int]) -> Optional[list[Shape]]:
+
+def _transformed(facts: OpFacts, count: int, forward: bool) -> Optional[list[Shape]]:
     dims = facts.dims(0)
-    if dims is None or not dims:
+    lengths = facts.ints(1)
+    if dims is None or len(dims) < count:
         return None
-    return [Shape(dims[:-1] + (size,))]
+    if lengths is None or len(lengths) != count:
+        return [Shape(dims[:-count] + (None,) * count)]
+    sizes = tuple(lengths[:-1]) + ((lengths[-1] // 2 + 1,) if forward else (lengths[-1],))
+    return [Shape(dims[:-count] + sizes)]
 
 
-def _fft_length(facts: OpFacts) -> Optional[int]:
-    found = facts.ints(1)
-    return found[0] if found is not None and len(found) == 1 else None
+def _register(count: int) -> None:
+    suffix = _SUFFIXES[count]
+    shape_rule(f"RFFT{suffix}")(lambda facts: _transformed(facts, count, forward=True))
+    shape_rule(f"IRFFT{suffix}")(lambda facts: _transformed(facts, count, forward=False))
 
 
-@shape_rule("RFFT")
-def _rfft(facts: OpFacts) -> Optional[list[Shape]]:
-    length = _fft_length(facts)
-    return _innermost_resized(facts, None if length is None else length // 2 + 1)
+for _count in _SUFFIXES:
+    _register(_count)
 
 
-@shape_rule("IRFFT")
-def _irfft(facts: OpFacts) -> Optional[list[Shape]]:
-    return _innermost_resized(facts, _fft_length(facts))
-
-
-@shape_rule("FFT", "IFFT", "Real", "Imag", "ComplexAbs")
+@shape_rule("FFT", "IFFT", "FFT2D", "IFFT2D", "FFT3D", "IFFT3D", "Real", "Imag", "ComplexAbs")
 def _same_shape(facts: OpFacts) -> Optional[list[Shape]]:
     return [facts.shapes[0]]
 

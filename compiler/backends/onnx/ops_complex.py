@@ -2,7 +2,8 @@
 complex tensors, so a complex value is lowered to a float tensor with one more, innermost axis of
 size 2 holding (real, imag) -- the layout of ONNX's DFT operator.
 
-- RFFT crops the innermost axis to fft_length (the raw op never pads) and is a one-sided DFT;
+- RFFT crops the innermost axis to fft_length (the raw op never pads) and is a one-sided DFT
+  (RFFT2D/3D add full DFTs of the outer axes; FFT2D/3D and the inverses likewise);
 - FFT / IFFT are a DFT / inverse DFT of the pairs (ONNX's inverse divides by the length, as TF's);
 - IRFFT rebuilds the full Hermitian spectrum from the first fft_length // 2 + 1 bins (one Gather,
   one sign flip for the conjugates), inverts it and keeps the real part, which drops the imaginary
@@ -26,7 +27,8 @@ from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 
 COMPLEX_TYPES = frozenset({DType.COMPLEX64, DType.COMPLEX128})
-_COMPLEX_LOWERINGS = frozenset({"RFFT", "IRFFT", "FFT", "IFFT", "Real", "Imag", "ComplexAbs", "Complex"})
+_COMPLEX_LOWERINGS = frozenset({f"{kind}{suffix}" for kind in ("RFFT", "IRFFT", "FFT", "IFFT")
+                                for suffix in ("", "2D", "3D")} | {"Real", "Imag", "ComplexAbs", "Complex"})
 _PART_TYPE = {DType.COMPLEX64: DType.FLOAT, DType.COMPLEX128: DType.DOUBLE}
 _DFT_OPSET = 17  # DFT's first version; opset 20 moved its axis from an attribute to an input
 
@@ -49,23 +51,28 @@ def complex_operand(ctx: LoweringContext, op: Op, index: int) -> str:
     return ctx.initializer(pairs, f"{op.name}/operand{index}_pairs")
 
 
+def _axis_count(op: Op) -> int:
+    """How many innermost axes the transform covers: RFFT 1, RFFT2D 2, RFFT3D 3."""
+    return {"2D": 2, "3D": 3}.get(op.type[-2:], 1)
+
+
 def _rank(ctx: LoweringContext, op: Op) -> int:
     rank = ctx.rank(op.operands[0])
-    if rank is None or rank < 1:
-        raise UnsupportedOpError(op.type, op.name, "the input's rank must be known and at least 1")
+    if rank is None or rank < _axis_count(op):
+        raise UnsupportedOpError(op.type, op.name, f"the input's rank must be known and at least {_axis_count(op)}")
     return rank
 
 
-def _dft(ctx: LoweringContext, op: Op, signal: str, suffix: str, inverse: bool = False,
+def _dft(ctx: LoweringContext, op: Op, signal: str, suffix: str, axis: int = -2, inverse: bool = False,
          onesided: bool = False) -> str:
-    """DFT over the second-innermost axis of `signal` ([..., n, 1 or 2] -> [..., bins, 2])."""
+    """DFT over `axis` of `signal`, a tensor of (real, imag) pairs or of one-element columns."""
     if ctx.opset < _DFT_OPSET:
         raise UnsupportedOpError(op.type, op.name, f"opset {ctx.opset}: ONNX's DFT needs opset {_DFT_OPSET}")
     flags = {"inverse": int(inverse), "onesided": int(onesided)}
     if ctx.opset >= 20:
-        axis = ctx.scalar(-2, DType.INT64, f"{op.name}/dft_axis")
-        return ctx.helper1(op, suffix, "DFT", [signal, "", axis], **flags)
-    return ctx.helper1(op, suffix, "DFT", [signal], axis=-2, **flags)
+        axis_input = ctx.scalar(axis, DType.INT64, f"{op.name}/dft_axis{-axis}")
+        return ctx.helper1(op, suffix, "DFT", [signal, "", axis_input], **flags)
+    return ctx.helper1(op, suffix, "DFT", [signal], axis=axis, **flags)
 
 
 def _part_type_of(ctx: LoweringContext, op: Op) -> DType:
@@ -75,43 +82,71 @@ def _part_type_of(ctx: LoweringContext, op: Op) -> DType:
     return _PART_TYPE[dtype]
 
 
-@lowers("RFFT")
+def _fft_lengths(ctx: LoweringContext, op: Op) -> list[int]:
+    lengths = [int(n) for n in ctx.const_operand(op, 1, "fft_length").reshape(-1)]
+    if len(lengths) != _axis_count(op) or min(lengths) < 1:
+        raise UnsupportedOpError(op.type, op.name, f"fft_length {lengths} (one positive length per transformed axis)")
+    return lengths
+
+
+def _crop(ctx: LoweringContext, op: Op, x: str, wanted: list[int], axes: list[int], suffix: str) -> str:
+    """`x` cut to its first `wanted` entries along the operand's (negative) `axes` where their
+    static size differs or is unknown (TF refuses a shorter input at run time).  When `x` holds
+    (real, imag) pairs its axes sit one further from the end."""
+    dims = ctx.shape(op.operands[0]).dims or ()
+    cut = [(n, axis) for n, axis in zip(wanted, axes) if dims[axis] != n]
+    if not cut:
+        return x
+    shift = 1 if ctx.dtype(op.operands[0]) in COMPLEX_TYPES else 0
+    ends, where = [n for n, _ in cut], [axis - shift for _, axis in cut]
+    return ctx.helper1(op, suffix, "Slice", [x, ctx.ints([0] * len(cut), f"{op.name}/{suffix}_starts"),
+                                             ctx.ints(ends, f"{op.name}/{suffix}_ends"),
+                                             ctx.ints(where, f"{op.name}/{suffix}_axes")])
+
+
+@lowers("RFFT", "RFFT2D", "RFFT3D")
 def _rfft(ctx: LoweringContext, op: Op) -> None:
-    rank = _rank(ctx, op)
-    length = int(ctx.const_operand(op, 1, "fft_length").reshape(-1)[0])
-    size = ctx.shape(op.operands[0]).dims[rank - 1]  # type: ignore[index]
-    signal = ctx.operand(op, 0)
-    if size is None or size != length:  # crop; a shorter input is refused by TF at run time
-        signal = ctx.helper1(op, "cropped", "Slice", [signal, ctx.ints([0], f"{op.name}/zero"),
-                                                      ctx.ints([length], f"{op.name}/fft_length"),
-                                                      ctx.ints([-1], f"{op.name}/innermost")])
+    """A one-sided DFT of the innermost axis, then full DFTs of the outer transformed axes."""
+    _rank(ctx, op)
+    lengths = _fft_lengths(ctx, op)
+    count = len(lengths)
+    signal = _crop(ctx, op, ctx.operand(op, 0), lengths, list(range(-count, 0)), "cropped")
     column = ctx.helper1(op, "column", "Unsqueeze", [signal, ctx.ints([-1], f"{op.name}/innermost")])
-    bind_complex(ctx, op.results[0], _dft(ctx, op, column, "dft", onesided=True))
+    pairs = _dft(ctx, op, column, "dft", onesided=True)
+    for axis in range(-3, -count - 2, -1):
+        pairs = _dft(ctx, op, pairs, f"dft{-axis}", axis=axis)
+    bind_complex(ctx, op.results[0], pairs)
 
 
-@lowers("FFT", "IFFT")
+@lowers("FFT", "IFFT", "FFT2D", "IFFT2D", "FFT3D", "IFFT3D")
 def _fft(ctx: LoweringContext, op: Op) -> None:
     _rank(ctx, op)
     _part_type_of(ctx, op)
-    bind_complex(ctx, op.results[0], _dft(ctx, op, complex_operand(ctx, op, 0), "dft", inverse=op.type == "IFFT"))
+    pairs = complex_operand(ctx, op, 0)
+    for axis in range(-2, -_axis_count(op) - 2, -1):
+        pairs = _dft(ctx, op, pairs, f"dft{-axis}", axis=axis, inverse=op.type.startswith("IFFT"))
+    bind_complex(ctx, op.results[0], pairs)
 
 
-@lowers("IRFFT")
+@lowers("IRFFT", "IRFFT2D", "IRFFT3D")
 def _irfft(ctx: LoweringContext, op: Op) -> None:
+    """Inverse DFTs of the outer transformed axes (cropped to their lengths), then the innermost:
+    its full Hermitian spectrum rebuilt from the first length // 2 + 1 bins, inverted, real part."""
     rank = _rank(ctx, op)
     part = _part_type_of(ctx, op)
-    length = int(ctx.const_operand(op, 1, "fft_length").reshape(-1)[0])
-    if length < 1:
-        raise UnsupportedOpError(op.type, op.name, f"fft_length {length} (TF fails on an empty transform)")
+    lengths = _fft_lengths(ctx, op)
+    count, length = len(lengths), lengths[-1]
     bins = ctx.shape(op.operands[0]).dims[rank - 1]  # type: ignore[index]
     if bins is not None and bins < length // 2 + 1:
         raise UnsupportedOpError(op.type, op.name, f"{bins} bins for fft_length {length} "
                                                    f"(TF needs at least {length // 2 + 1})")
+    pairs = _crop(ctx, op, complex_operand(ctx, op, 0), lengths[:-1], list(range(-count, -1)), "cropped")
+    for axis in range(-3, -count - 2, -1):
+        pairs = _dft(ctx, op, pairs, f"idft{-axis}", axis=axis, inverse=True)
     # Bin k of the full spectrum is bin k for k <= length // 2, else the conjugate of bin length - k.
     source = [k if k <= length // 2 else length - k for k in range(length)]
     signs = np.array([[1.0, 1.0 if k <= length // 2 else -1.0] for k in range(length)], part.to_numpy())
-    bins_read = ctx.ints(source, f"{op.name}/bins")
-    full = ctx.helper1(op, "full", "Gather", [complex_operand(ctx, op, 0), bins_read], axis=-2)
+    full = ctx.helper1(op, "full", "Gather", [pairs, ctx.ints(source, f"{op.name}/bins")], axis=-2)
     hermitian = ctx.helper1(op, "hermitian", "Mul", [full, ctx.initializer(signs, f"{op.name}/conjugate")])
     inverted = _dft(ctx, op, hermitian, "idft", inverse=True)
     ctx.bind(op.results[0], ctx.emit1(op, "Gather", [inverted, ctx.scalar(0, DType.INT64, f"{op.name}/real")],

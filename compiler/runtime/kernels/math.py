@@ -9,7 +9,7 @@ operand type, so the reference is at least as accurate as TF's float32 code.
 from __future__ import annotations
 
 import math as _math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -499,54 +499,78 @@ def _bucketize(attrs: Attrs, inputs: list[Array]) -> list[Array]:
 # ---------------------------------------------------------------- spectral
 
 
-@kernel("RFFT")
-def _rfft(attrs: Attrs, inputs: list[Array]) -> list[Array]:
-    """Real FFT of the innermost axis cropped to fft_length (the raw op never pads; tf.signal does
-    that with a Pad before it)."""
-    x, length = inputs
-    n = scalar_int(length, "fft_length")
-    if x.ndim < 1 or not 0 <= n <= x.shape[-1]:
-        raise KernelError(f"fft_length {n} must lie in [0, {x.shape[-1] if x.ndim else 0}] for shape {list(x.shape)}")
-    out_type = dtype_attr(attrs, "Tcomplex", np.dtype(np.complex64))
-    if n == 0:
-        return [np.zeros(x.shape[:-1] + (0,), out_type)]
-    return [np.fft.rfft(x.astype(np.float64), n=n, axis=-1).astype(out_type)]
+def _fft_lengths(x: Array, length: Array, count: int) -> list[int]:
+    """fft_length of a transform over the `count` innermost axes."""
+    lengths = int_vector(length)
+    if len(lengths) != count or x.ndim < count or min(lengths) < 0:
+        raise KernelError(f"fft_length {lengths} does not fit {count} innermost axes of shape {list(x.shape)}")
+    return lengths
 
 
-@kernel("IRFFT")
-def _irfft(attrs: Attrs, inputs: list[Array]) -> list[Array]:
-    """Inverse of RFFT: the first fft_length // 2 + 1 bins of the innermost axis (at least that many
-    must be there) to fft_length real samples; the imaginary parts of the DC and Nyquist bins are
-    ignored, as TF's c2r transform ignores them."""
-    x, length = inputs
-    n = scalar_int(length, "fft_length")
-    bins = n // 2 + 1
-    if x.ndim < 1 or n < 0 or (n > 0 and x.shape[-1] < bins):
-        raise KernelError(f"fft_length {n} needs at least {bins} bins in the innermost axis of shape {list(x.shape)}")
-    out_type = dtype_attr(attrs, "Treal", np.dtype(np.float32))
-    if n == 0:
-        return [np.zeros(x.shape[:-1] + (0,), out_type)]
-    return [np.fft.irfft(x[..., :bins].astype(np.complex128), n=n, axis=-1).astype(out_type)]
+def _innermost(count: int, lengths: Sequence[int]) -> tuple[slice, ...]:
+    """An index keeping the first `lengths` of the `count` innermost axes."""
+    return (Ellipsis,) + tuple(slice(0, n) for n in lengths[-count:])
 
 
-def _complex_transform(x: Array, transform: Callable[..., Array]) -> Array:
-    """A complex FFT of the innermost axis, computed in complex128 and rounded once."""
-    if x.ndim < 1:
-        raise KernelError("the input must have rank >= 1, got a scalar")
-    if x.shape[-1] == 0:
-        return x.copy()
-    return transform(x.astype(np.complex128), axis=-1).astype(x.dtype)
+def _real_fft(count: int) -> Callable[[Attrs, list[Array]], list[Array]]:
+    """RFFT over the `count` innermost axes, each cropped to fft_length (the raw ops never pad;
+    tf.signal does that with a Pad before them)."""
+
+    def run(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+        x, length = inputs
+        lengths = _fft_lengths(x, length, count)
+        if any(have < want for have, want in zip(x.shape[-count:], lengths)):
+            raise KernelError(f"fft_length {lengths} is longer than the innermost axes of {list(x.shape)}")
+        out_type = dtype_attr(attrs, "Tcomplex", np.dtype(np.complex64))
+        if 0 in lengths:
+            bins = lengths[-1] // 2 + 1 if lengths[-1] else 0
+            return [np.zeros(x.shape[:-count] + tuple(lengths[:-1]) + (bins,), out_type)]
+        cropped = x[_innermost(count, lengths)].astype(np.float64)
+        return [np.fft.rfftn(cropped, axes=range(-count, 0)).astype(out_type)]
+
+    return run
 
 
-@kernel("FFT")
-def _fft(attrs: Attrs, inputs: list[Array]) -> list[Array]:
-    return [_complex_transform(inputs[0], np.fft.fft)]
+def _inverse_real_fft(count: int) -> Callable[[Attrs, list[Array]], list[Array]]:
+    """Inverse of the RFFTs: the first fft_length entries of the outer transformed axes and the
+    first fft_length // 2 + 1 bins of the innermost (at least that many must be there) to real
+    samples; the imaginary parts of the DC and Nyquist bins are ignored, as TF's c2r transform
+    ignores them."""
+
+    def run(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+        x, length = inputs
+        lengths = _fft_lengths(x, length, count)
+        needed = lengths[:-1] + [lengths[-1] // 2 + 1]
+        if 0 in lengths or any(have < want for have, want in zip(x.shape[-count:], needed)):
+            raise KernelError(f"fft_length {lengths} needs at least {needed} in the innermost axes of "
+                              f"{list(x.shape)}")
+        out_type = dtype_attr(attrs, "Treal", np.dtype(np.float32))
+        spectrum = x[_innermost(count, needed)].astype(np.complex128)
+        return [np.fft.irfftn(spectrum, s=lengths, axes=range(-count, 0)).astype(out_type)]
+
+    return run
 
 
-@kernel("IFFT")
-def _ifft(attrs: Attrs, inputs: list[Array]) -> list[Array]:
-    """Divides by the length, as TF's IFFT does."""
-    return [_complex_transform(inputs[0], np.fft.ifft)]
+def _complex_fft(count: int, transform: Callable[..., Array]) -> Callable[[Attrs, list[Array]], list[Array]]:
+    """A complex FFT (or IFFT, which divides by the size as TF's does) of the `count` innermost
+    axes, computed in complex128 and rounded once."""
+
+    def run(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+        x = inputs[0]
+        if x.ndim < count:
+            raise KernelError(f"the input must have rank >= {count}, got shape {list(x.shape)}")
+        if x.size == 0:
+            return [x.copy()]
+        return [transform(x.astype(np.complex128), axes=range(-count, 0)).astype(x.dtype)]
+
+    return run
+
+
+for _count, _suffix in ((1, ""), (2, "2D"), (3, "3D")):
+    kernel(f"RFFT{_suffix}")(_real_fft(_count))
+    kernel(f"IRFFT{_suffix}")(_inverse_real_fft(_count))
+    kernel(f"FFT{_suffix}")(_complex_fft(_count, np.fft.fftn))
+    kernel(f"IFFT{_suffix}")(_complex_fft(_count, np.fft.ifftn))
 
 
 def _part_type(attrs: Attrs, x: Array) -> np.dtype:
