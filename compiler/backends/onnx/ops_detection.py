@@ -6,11 +6,12 @@ unless their IoU with a kept box exceeds the threshold (corners in either
 order, as TF), so column 2 of its [k, 3] result is TF's index vector; V4/V5
 pad it with zeros to max_output_size when asked.  Soft NMS has no ONNX form.
 
-CropAndResize (bilinear) is RoiAlign with one sample per bin: each box
-becomes the roi whose bin centres are TF's sample positions (half_pixel
+CropAndResize (bilinear) is RoiAlign with one sample per bin: one Gemm turns
+each box into the roi whose bin centres are TF's sample positions (half_pixel
 coordinates, so a degenerate box is not widened to one pixel), and the
 samples TF computes outside the image are replaced by extrapolation_value
-with a mask computed from TF's own float32 formula.
+with a mask computed from TF's own float32 formula, y and x positions in one
+tensor: 22 ONNX nodes in all.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Optional
 
 import numpy as np
 
-from compiler.backends.onnx import layout
+from compiler.backends.onnx import layout, opset
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.ops_image import bind_stored
@@ -98,44 +99,58 @@ def _non_max_suppression(ctx: LoweringContext, op: Op) -> None:
 
 
 # -- CropAndResize -----------------------------------------------------------------------------------
-def _sample_axis(ctx: LoweringContext, op: Op, boxes: str, axis: int, in_size: int, crop: int
-                 ) -> tuple[str, str, str]:
-    """(positions [boxes, crop], roi start, roi end) along one image axis; `axis` 0 is y, 1 is x.
-    Positions follow TF's float32 formula; the roi puts RoiAlign's bin centres on them."""
-    tag = "yx"[axis]
-    pick = lambda column, name: ctx.helper1(  # noqa: E731
-        op, f"{tag}{name}", "Gather", [boxes, ctx.scalar(column, DType.INT64, f"{op.name}/col{column}")], axis=1)
-    lo, hi = pick(axis, "1"), pick(axis + 2, "2")
-    extent = ctx.scalar(in_size - 1, DType.FLOAT, f"{op.name}/{tag}_extent")
-    half = ctx.scalar(0.5, DType.FLOAT, f"{op.name}/half")
-    column = ctx.ints([1], f"{op.name}/axis1")
-    if crop == 1:
-        centre = ctx.helper1(op, f"{tag}_centre", "Mul", [ctx.helper1(
-            op, f"{tag}_mid", "Mul", [ctx.helper1(op, f"{tag}_sum", "Add", [lo, hi]), half]), extent])
-        roi = ctx.helper1(op, f"{tag}_roi", "Add", [centre, half])
-        return ctx.helper1(op, f"{tag}_pos", "Unsqueeze", [centre, column]), roi, roi
-    step = ctx.helper1(op, f"{tag}_step", "Div", [ctx.helper1(op, f"{tag}_span", "Mul", [ctx.helper1(
-        op, f"{tag}_diff", "Sub", [hi, lo]), extent]), ctx.scalar(crop - 1, DType.FLOAT, f"{op.name}/{tag}_gaps")])
-    start = ctx.helper1(op, f"{tag}_start", "Mul", [lo, extent])
-    grid = ctx.initializer(np.arange(crop, dtype=np.float32), f"{op.name}/{tag}_grid")
-    offsets = ctx.helper1(op, f"{tag}_offsets", "Mul", [ctx.helper1(op, f"{tag}_step2", "Unsqueeze", [step, column]),
-                                                         grid])
-    positions = ctx.helper1(op, f"{tag}_pos", "Add", [ctx.helper1(op, f"{tag}_start2", "Unsqueeze", [start, column]),
-                                                       offsets])
-    shift = ctx.helper1(op, f"{tag}_shift", "Sub", [half, ctx.helper1(op, f"{tag}_halfstep", "Mul", [step, half])])
-    roi_lo = ctx.helper1(op, f"{tag}_roi_lo", "Add", [start, shift])
-    roi_hi = ctx.helper1(op, f"{tag}_roi_hi", "Add", [roi_lo, ctx.helper1(
-        op, f"{tag}_roi_span", "Mul", [step, ctx.scalar(crop, DType.FLOAT, f"{op.name}/{tag}_crop")])])
-    return positions, roi_lo, roi_hi
+def _roi_matrix(size: tuple[int, int], crop: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Gemm weights and bias taking boxes (y1, x1, y2, x2) to RoiAlign rois (x1, y1, x2, y2) whose
+    bin centres are TF's sample positions: for c samples over extent e, the step is
+    s = (hi - lo) * e / (c - 1) and the roi runs from lo * e + 0.5 - s / 2 over c bins of s (half_pixel
+    coordinates subtract the 0.5 again); a single sample sits at (lo + hi) / 2 * e."""
+    weights, bias = np.zeros((4, 4)), np.full(4, 0.5)
+    for axis, (extent, count) in enumerate(zip((size[0] - 1, size[1] - 1), crop)):
+        lo_row, hi_row, out = axis, axis + 2, 1 - axis  # rois list x before y
+        if count == 1:
+            weights[[lo_row, hi_row], out] = weights[[lo_row, hi_row], out + 2] = 0.5 * extent
+            continue
+        step = extent / (count - 1)  # per unit of (hi - lo)
+        weights[lo_row, out], weights[hi_row, out] = extent + step / 2, -step / 2
+        weights[lo_row, out + 2] = extent + step / 2 - count * step
+        weights[hi_row, out + 2] = count * step - step / 2
+    return weights.astype(np.float32), bias.astype(np.float32)
 
 
-def _inside(ctx: LoweringContext, op: Op, positions: str, in_size: int, tag: str, axes: list[int]) -> str:
-    """Whether each position lies in [0, in_size - 1], unsqueezed to broadcast over [boxes, C, h, w]."""
-    low = ctx.helper1(op, f"{tag}_ge0", "GreaterOrEqual", [positions, ctx.scalar(0.0, DType.FLOAT, f"{op.name}/zero_f")])
-    high = ctx.helper1(op, f"{tag}_le", "LessOrEqual", [positions, ctx.scalar(in_size - 1, DType.FLOAT,
-                                                                               f"{op.name}/{tag}_extent")])
-    both = ctx.helper1(op, f"{tag}_inside", "And", [low, high])
-    return ctx.helper1(op, f"{tag}_inside4", "Unsqueeze", [both, ctx.ints(axes, f"{op.name}/{tag}_axes")])
+def _positions(ctx: LoweringContext, op: Op, boxes: str, size: tuple[int, int], crop: list[int]) -> str:
+    """TF's sample positions [boxes, crop_h + crop_w] (y positions, then x), each computed with TF's
+    own float32 operations -- lo * extent + i * ((hi - lo) * extent / (crop - 1)), or
+    (lo + hi) * 0.5 * extent for a single sample -- so the outside test below agrees with TF's
+    exactly, also for boxes on the image border."""
+    lo, hi = opset.split(ctx, op, boxes, 1, 2, suffix="corners")
+    extent = ctx.initializer(np.array([size[0] - 1, size[1] - 1], np.float32), f"{op.name}/extent")
+    gaps = ctx.initializer(np.array([max(c - 1, 1) for c in crop], np.float32), f"{op.name}/gaps")
+    step = ctx.helper1(op, "step", "Div", [ctx.helper1(op, "span", "Mul", [ctx.helper1(
+        op, "diff", "Sub", [hi, lo]), extent]), gaps])
+    start = ctx.helper1(op, "start", "Mul", [lo, extent])
+    if 1 in crop:
+        half = ctx.scalar(0.5, DType.FLOAT, f"{op.name}/half")
+        centre = ctx.helper1(op, "centre", "Mul", [ctx.helper1(op, "mid", "Mul", [ctx.helper1(
+            op, "sum", "Add", [lo, hi]), half]), extent])
+        single = ctx.initializer(np.array([c == 1 for c in crop]), f"{op.name}/single")
+        start = ctx.helper1(op, "first", "Where", [single, centre, start])
+    columns = ctx.ints([0] * crop[0] + [1] * crop[1], f"{op.name}/axis_of_sample")
+    grid = ctx.initializer(np.concatenate([np.arange(c, dtype=np.float32) for c in crop]), f"{op.name}/grid")
+    offsets = ctx.helper1(op, "offsets", "Mul", [ctx.helper1(op, "steps", "Gather", [step, columns], axis=1), grid])
+    return ctx.helper1(op, "positions", "Add", [ctx.helper1(op, "starts", "Gather", [start, columns], axis=1),
+                                                 offsets])
+
+
+def _inside(ctx: LoweringContext, op: Op, positions: str, size: tuple[int, int], crop: list[int]) -> str:
+    """Whether TF samples inside the image: y and x position both in [0, size - 1], [boxes, 1, h, w]."""
+    limits = np.array([size[0] - 1] * crop[0] + [size[1] - 1] * crop[1], np.float32)
+    low = ctx.helper1(op, "ge0", "GreaterOrEqual", [positions, ctx.scalar(0.0, DType.FLOAT, f"{op.name}/zero_f")])
+    high = ctx.helper1(op, "le", "LessOrEqual", [positions, ctx.initializer(limits, f"{op.name}/limits")])
+    rows, cols = opset.split(ctx, op, ctx.helper1(op, "inside", "And", [low, high]), 1, 2, sizes=crop,
+                             suffix="inside_yx")
+    rows = ctx.helper1(op, "y_inside4", "Unsqueeze", [rows, ctx.ints([1, 3], f"{op.name}/y_axes")])
+    cols = ctx.helper1(op, "x_inside4", "Unsqueeze", [cols, ctx.ints([1, 2], f"{op.name}/x_axes")])
+    return ctx.helper1(op, "inside4", "And", [rows, cols])
 
 
 def _crop_geometry(ctx: LoweringContext, op: Op) -> tuple[int, int, list[int]]:
@@ -160,16 +175,14 @@ def _crop_and_resize(ctx: LoweringContext, op: Op) -> None:
     if ctx.dtype(op.operands[0]) != DType.FLOAT:  # TF samples every image type as float32
         image = ctx.helper1(op, "image_f32", "Cast", [image], to=1)
     boxes = ctx.operand(op, 1)
-    y_pos, y_lo, y_hi = _sample_axis(ctx, op, boxes, 0, height, crop[0])
-    x_pos, x_lo, x_hi = _sample_axis(ctx, op, boxes, 1, width, crop[1])
-    corner = lambda t, name: ctx.helper1(op, name, "Unsqueeze", [t, ctx.ints([1], f"{op.name}/axis1")])  # noqa: E731
-    rois = ctx.helper1(op, "rois", "Concat", [corner(x_lo, "x1"), corner(y_lo, "y1"), corner(x_hi, "x2"),
-                                              corner(y_hi, "y2")], axis=1)
+    size = (height, width)
+    weights, bias = _roi_matrix(size, crop)
+    rois = ctx.helper1(op, "rois", "Gemm", [boxes, ctx.initializer(weights, f"{op.name}/roi_weights"),
+                                            ctx.initializer(bias, f"{op.name}/roi_bias")])
     batch = ctx.helper1(op, "box_ind", "Cast", [ctx.operand(op, 2)], to=7)
     sampled = ctx.helper1(op, "roi_align", "RoiAlign", [image, rois, batch], mode="avg", output_height=crop[0],
                           output_width=crop[1], sampling_ratio=1, spatial_scale=1.0,
                           coordinate_transformation_mode="half_pixel")
-    inside = ctx.helper1(op, "inside", "And", [_inside(ctx, op, y_pos, height, "y", [1, 3]),
-                                                 _inside(ctx, op, x_pos, width, "x", [1, 2])])
+    inside = _inside(ctx, op, _positions(ctx, op, boxes, size, crop), size, crop)
     fill = ctx.scalar(float(op.attr("extrapolation_value", 0.0)), DType.FLOAT, f"{op.name}/extrapolation")
     bind_stored(ctx, op, ctx.emit1(op, "Where", [inside, sampled, fill]), _NHWC)
