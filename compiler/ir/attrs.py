@@ -128,6 +128,12 @@ class AttrMap(MutableMapping[str, Any]):
         sources = self._sources
         return sources, {k: v for k, v in self._values.items() if k not in sources}
 
+    def unassigned_sources(self) -> Optional[Mapping[str, Any]]:
+        """name -> original encoding when no pass assigned any attribute, else None: `encodings`
+        for callers that only handle that case, without building the (then empty) assigned dict."""
+        sources = self._sources
+        return sources if self._values.keys() <= sources.keys() else None
+
     def source(self, name: str) -> Any:
         """The untouched original encoding of `name`, or None once reassigned."""
         return self._sources.get(name)

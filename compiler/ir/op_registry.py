@@ -76,15 +76,26 @@ class _OutputArg:
     type_list_attr: str
 
 
-@functools.lru_cache(maxsize=None)
-def _output_args(op_type: str) -> Optional[tuple[_OutputArg, ...]]:
-    """The op's output args as plain values (None for an unregistered op): every node of a
-    type asks the same questions of its OpDef, so they are answered from protobuf once."""
+@dataclass(frozen=True)
+class _ResultPlan:
+    """An op type's output args with what every node of the type asks of its OpDef, answered
+    from protobuf once."""
+
+    args: tuple[_OutputArg, ...]
+    defaults: Mapping[str, Any]  # `attr_defaults` of the op type
+    one_each: bool               # every arg is one result (none has a number_attr or type_list_attr)
+
+
+@functools.lru_cache(maxsize=4096)  # bounded: a graph may name any number of unregistered op types
+def _result_plan(op_type: str) -> Optional[_ResultPlan]:
+    """None for an op type TF does not register."""
     found = op_def(op_type)
     if found is None:
         return None
-    return tuple(_OutputArg(DType(arg.type) if arg.type else None, arg.type_attr, arg.number_attr,
+    args = tuple(_OutputArg(DType(arg.type) if arg.type else None, arg.type_attr, arg.number_attr,
                             arg.type_list_attr) for arg in found.output_arg)
+    one_each = not any(arg.number_attr or arg.type_list_attr for arg in args)
+    return _ResultPlan(args, attr_defaults(op_type), one_each)
 
 
 def attr_or_default(attrs: Mapping[str, Any], defaults: Mapping[str, Any], name: str, missing: Any = None) -> Any:
@@ -93,30 +104,43 @@ def attr_or_default(attrs: Mapping[str, Any], defaults: Mapping[str, Any], name:
     return defaults.get(name, missing) if value is _MISSING else value
 
 
+# The op types whose first result's shape an attribute states (besides `_output_shapes`).
+_SHAPE_STATING = frozenset(("Const", "Placeholder", "PlaceholderWithDefault"))
+
+
 def infer_result_types(op_type: str, attrs: Mapping[str, Any]) -> list[tuple[Optional[DType], Shape]]:
     """Result (dtype, shape) list derived from the OpDef; unknown ops get one untyped result.
 
     Shapes come only from what the op states outright (`_output_shapes`,
     a Const's value, a Placeholder's shape); everything else is unknown.
     """
-    args = _output_args(op_type)
-    if args is None:
-        dtypes: list[Optional[DType]] = [None]
+    plan = _result_plan(op_type)
+    dtypes: list[Optional[DType]]
+    if plan is None:
+        dtypes = [None]
+    elif plan.one_each:  # nearly every op: one dtype per arg, without a list per arg to join
+        dtypes = [_arg_dtype(arg, attrs, plan.defaults) for arg in plan.args]
     else:
-        defaults = attr_defaults(op_type)
         dtypes = []
-        for arg in args:
-            dtypes.extend(_arg_types(arg, attrs, defaults))
-    return list(zip(dtypes, _stated_shapes(op_type, attrs, len(dtypes))))
+        for arg in plan.args:
+            dtypes.extend(_arg_types(arg, attrs, plan.defaults))
+    stated = attrs.get("_output_shapes", _MISSING)
+    if stated is _MISSING and op_type not in _SHAPE_STATING:  # nearly every op again: all shapes unknown
+        return [(dtype, UNKNOWN_SHAPE) for dtype in dtypes]
+    return list(zip(dtypes, _stated_shapes(op_type, attrs, stated, len(dtypes))))
+
+
+def _arg_dtype(arg: _OutputArg, attrs: Mapping[str, Any], defaults: Mapping[str, Any]) -> Optional[DType]:
+    """The dtype of each result of an arg that is not a type list: fixed, or its type attribute's."""
+    dtype = arg.type if arg.type is not None else attr_or_default(attrs, defaults, arg.type_attr)
+    return dtype if isinstance(dtype, DType) else None
 
 
 def _arg_types(arg: _OutputArg, attrs: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[Optional[DType]]:
     if arg.type_list_attr:
         types = attr_or_default(attrs, defaults, arg.type_list_attr)
         return [t if isinstance(t, DType) else None for t in types] if isinstance(types, tuple) else []
-    dtype: Any = arg.type if arg.type is not None else attr_or_default(attrs, defaults, arg.type_attr)
-    if not isinstance(dtype, DType):
-        dtype = None
+    dtype = _arg_dtype(arg, attrs, defaults)
     if arg.number_attr:
         count = attr_or_default(attrs, defaults, arg.number_attr)
         if isinstance(count, int) and count > MAX_RESULTS:
@@ -125,9 +149,9 @@ def _arg_types(arg: _OutputArg, attrs: Mapping[str, Any], defaults: Mapping[str,
     return [dtype]
 
 
-def _stated_shapes(op_type: str, attrs: Mapping[str, Any], count: int) -> list[Shape]:
+def _stated_shapes(op_type: str, attrs: Mapping[str, Any], stated: Any, count: int) -> list[Shape]:
+    """Result shapes from `stated` (the `_output_shapes` value, if any) and the op's own attributes."""
     shapes = [UNKNOWN_SHAPE] * count
-    stated = attrs.get("_output_shapes", _MISSING)
     if isinstance(stated, tuple):
         for i, s in enumerate(stated[:count]):
             if isinstance(s, Shape):

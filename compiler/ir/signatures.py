@@ -24,6 +24,8 @@ Ops TF does not register (custom ops) pass unchecked, as they do in GTT.
 from __future__ import annotations
 
 import functools
+import math
+import operator
 from dataclasses import dataclass
 from typing import Any, Mapping, NoReturn, Optional
 
@@ -34,6 +36,7 @@ from compiler.ir.graph import Graph, Op
 from compiler.ir.op_registry import attr_defaults, attr_or_default, op_def
 from compiler.ir.shapes import Shape
 from compiler.ir.tensor import Tensor
+from compiler.proto.codec import tensor_dims
 
 
 class SignatureError(InputError):
@@ -113,8 +116,10 @@ def check_signatures(graph: Graph, where: str = "<graph>", library: Any = None) 
     functions = _library_signatures(graph.extras.library if library is None else library)
     passed: set[tuple] = set()
     for op in graph:
-        key = _check_key(op)
+        key, tensors = _check_key(op)
         if key is not None and key in passed:
+            if tensors:  # all that can differ from the op that passed: check it as the full check would
+                _OpCheck(op, where, functions).tensors(tensors)
             continue
         signature = functions.get(op.type) or registered_signature(op.type)
         _OpCheck(op, where, functions).run(signature)
@@ -122,23 +127,32 @@ def check_signatures(graph: Graph, where: str = "<graph>", library: Any = None) 
             passed.add(key)
 
 
-def _check_key(op: Op) -> Optional[tuple]:
-    """Everything the check of `op` reads, as a hashable key, or None where building one would cost
-    more than the check (a tensor attribute: its bytes are the weights).
+def _check_key(op: Op) -> tuple[Optional[tuple], list[tuple[str, Any]]]:
+    """Everything the check of `op` reads but its tensor attributes' contents, as a hashable key
+    (None once a pass assigned an attribute), and those tensors (name, TensorProto) in name order.
 
     The check is a function of the op type, its attributes, its operands' dtypes and its result
     count (in one graph, whose function library is fixed), so an op equal to one that passed in
-    all of these passes too; a graph repeats the same few ops thousands of times."""
-    encoded, assigned = op.attrs.encodings()
-    if assigned:
-        return None
-    attrs = []
-    for name in sorted(encoded):
-        source = encoded[name]
+    all of these passes too; a graph repeats the same few ops thousands of times.  A tensor
+    attribute enters the key by its kind alone: its bytes are the weights, and the only checks
+    that read them (`_OpCheck.tensors`) are run for every op.  Attributes enter in the map's
+    order, by their plain serialization: equal bytes still mean equal attributes, and equal
+    attributes listed or serialized in another order (maps parsed alike iterate alike) only
+    cost a check."""
+    sources = op.attrs.unassigned_sources()
+    if sources is None:
+        return None, []
+    attrs: list[tuple[str, Optional[bytes]]] = []
+    tensors: list[tuple[str, Any]] = []
+    for name, source in sources.items():
         if source.WhichOneof("value") == "tensor":
-            return None
-        attrs.append((name, source.SerializeToString(deterministic=True)))
-    return op.type, tuple(attrs), tuple(value.dtype for value in op.operands), len(op.results)
+            attrs.append((name, None))
+            tensors.append((name, source.tensor))
+        else:
+            attrs.append((name, source.SerializeToString()))
+    if len(tensors) > 1:
+        tensors.sort(key=operator.itemgetter(0))  # the full check's order: the same error comes first
+    return (op.type, tuple(attrs), tuple([value.dtype for value in op.operands]), len(op.results)), tensors
 
 
 class _OpCheck:
@@ -291,6 +305,11 @@ class _OpCheck:
         if name not in self.functions and registered_signature(name) is None:
             self.fail(f"attribute '{attr}' names function '{name}', which is not in the graph's library")
 
+    def tensors(self, tensors: list[tuple[str, Any]]) -> None:
+        """The checks of `tensor_proto` for each (attribute name, TensorProto), in order."""
+        for name, proto in tensors:
+            self.tensor_proto(name, proto)
+
     def tensor_proto(self, attr: str, proto: Any) -> None:
         problem = tensor_encoding_problem(proto)
         if problem:
@@ -303,13 +322,17 @@ class _OpCheck:
 
 # -- tensor encodings ---------------------------------------------------------------------------------
 
-# Repeated fields that may carry a tensor's values, and how many numbers make one element.
-_VALUE_FIELDS = (("float_val", 1), ("double_val", 1), ("int_val", 1), ("int64_val", 1), ("bool_val", 1),
-                 ("string_val", 1), ("half_val", 1), ("uint32_val", 1), ("uint64_val", 1),
-                 ("scomplex_val", 2), ("dcomplex_val", 2))
+# Fields that may carry a tensor's values, and how many numbers make one element.
+_VALUE_WIDTHS = {"float_val": 1, "double_val": 1, "int_val": 1, "int64_val": 1, "bool_val": 1, "string_val": 1,
+                 "half_val": 1, "uint32_val": 1, "uint64_val": 1, "scomplex_val": 2, "dcomplex_val": 2,
+                 "float8_val": 1}
 _OPAQUE = (DType.RESOURCE, DType.VARIANT)
 # Types whose elements are packed below a byte; their tensor_content length is not itemsize * count.
 _SUB_BYTE = (DType.INT4, DType.UINT4, DType.INT2, DType.UINT2)
+# Bytes per element of every type whose tensor_content length is checked (a dict, not
+# `to_numpy()` per tensor: a graph has thousands of constants).
+_ITEMSIZE = {dtype: dtype.to_numpy().itemsize for dtype in DType
+             if dtype not in (DType.INVALID, DType.STRING, *_OPAQUE, *_SUB_BYTE)}
 
 
 def tensor_encoding_problem(proto: Any) -> str:
@@ -317,27 +340,36 @@ def tensor_encoding_problem(proto: Any) -> str:
     dtype = DTYPE_BY_NUMBER.get(proto.dtype, DType.INVALID)
     if dtype == DType.INVALID:
         return f"tensor has dtype enum {proto.dtype}, which is not a TensorFlow data type"
-    dims = [d.size for d in proto.tensor_shape.dim]
-    if any(d < 0 for d in dims):
+    dims = list(tensor_dims(proto))
+    if dims and min(dims) < 0:
         return f"tensor has a negative dimension in shape {dims}"
-    count = 1
-    for d in dims:
-        count *= d
     if dtype in _OPAQUE:
         return ""
+    count = math.prod(dims)
     content = len(proto.tensor_content)
     if content and dtype != DType.STRING:
         if dtype in _SUB_BYTE:
             return ""
-        expected = count * dtype.to_numpy().itemsize
+        expected = count * _ITEMSIZE[dtype]
         if content != expected:
             return (f"tensor_content has {content} bytes, a {dtype.tf_name} tensor of shape {dims} "
                     f"needs {expected}")
         return ""
-    values = sum(len(getattr(proto, f)) // width for f, width in _VALUE_FIELDS) + len(proto.float8_val)
+    values = _value_count(proto)
     if values > count:
         return f"tensor holds {values} values, its shape {dims} has {count} elements"
     return ""
+
+
+def _value_count(proto: Any) -> int:
+    """How many elements a TensorProto's value fields spell out; ListFields names only the fields
+    present, cheaper than asking for each of the twelve."""
+    values = 0
+    for field, value in proto.ListFields():
+        width = _VALUE_WIDTHS.get(field.name)
+        if width:
+            values += len(value) // width
+    return values
 
 
 # -- how kinds are spelled ----------------------------------------------------------------------------

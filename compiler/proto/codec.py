@@ -6,6 +6,7 @@ an untouched tensor or attribute is re-emitted from its original message.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Optional
 
@@ -64,11 +65,25 @@ def as_dtype(number: int) -> DType:
     return dtype
 
 
+def tensor_dims(proto: TensorProto) -> tuple[int, ...]:
+    """The dimension sizes a TensorProto states, negative ones included.
+
+    Read through the shape's encoding: iterating `dim` makes a message object per dimension,
+    and a graph's thousands of constants share a few shapes.
+    """
+    return _encoded_shape_dims(proto.tensor_shape.SerializeToString())
+
+
+@functools.lru_cache(maxsize=512)
+def _encoded_shape_dims(encoded: bytes) -> tuple[int, ...]:
+    return tuple([d.size for d in TensorShapeProto.FromString(encoded).dim])
+
+
 def decode_tensor(proto: TensorProto) -> Tensor:
     """Wrap a TensorProto; its elements are decoded on first `numpy()`."""
     dtype = as_dtype(proto.dtype)
-    dims = tuple(d.size for d in proto.tensor_shape.dim)
-    if any(d < 0 for d in dims):
+    dims = tensor_dims(proto)
+    if dims and min(dims) < 0:
         raise ValueError(f"constant tensor with unknown dimension {list(dims)}")
     loader = None if dtype in _UNDECODABLE else (lambda: _decode_elements(proto, dtype, dims))
     return Tensor(dtype, dims, loader=loader, source=proto)

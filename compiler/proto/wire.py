@@ -18,6 +18,8 @@ def varint(value: int) -> bytes:
     """Base-128 varint; negative numbers as 64-bit two's complement, like protobuf."""
     if 0 <= value < 0x80:
         return _ONE_BYTE[value]
+    if 0 < value < 0x4000:  # two bytes (most lengths in a GraphDef): no loop
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     if value < 0:
         value += 1 << 64
     out = bytearray()

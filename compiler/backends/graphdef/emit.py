@@ -8,6 +8,7 @@ gives the same bytes.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from google.protobuf import text_format
@@ -30,7 +31,9 @@ def input_strings(op: Op) -> list[str]:
             out.append(value.op.name)
         else:
             out.append(f"{value.op.name}:{value.index}")
-    out.extend("^" + dep.name for dep in op.control_deps)
+    deps = op.control_deps
+    if deps:  # most ops have none: no generator made for nothing
+        out.extend(["^" + dep.name for dep in deps])
     return out
 
 
@@ -43,12 +46,18 @@ def node_chunks(op: Op) -> list[Any]:
     """
     chunks = [field_string(1, op.name)]
     if op.type:
-        chunks.append(field_string(2, op.type))
+        chunks.append(_op_type_field(op.type))
     chunks.extend([field_string(3, text) for text in input_strings(op)])
     if op.device:
         chunks.append(field_string(4, op.device))
-    sources, assigned = op.attrs.encodings()
-    for key in sorted(sources.keys() | assigned.keys()):
+    sources = op.attrs.unassigned_sources()
+    if sources is not None:  # untouched attributes, as after loading: no merge of two key sets
+        assigned: dict[str, Any] = {}
+        keys = sorted(sources)
+    else:
+        sources, assigned = op.attrs.encodings()
+        keys = sorted(sources.keys() | assigned.keys())
+    for key in keys:
         source = sources.get(key)
         if source is not None:
             value = [source.SerializeToString(deterministic=True)]
@@ -56,12 +65,25 @@ def node_chunks(op: Op) -> list[Any]:
             assigned_value = assigned[key]
             value = (isinstance(assigned_value, Tensor) and tensor_attr_chunks(assigned_value)
                      or [attr_bytes(assigned_value)])
-        size = sum(map(len, value))
-        head = field_string(1, key) + length_prefix(2, size)  # the map entry's key, then its value
-        chunks.append(length_prefix(5, len(head) + size) + head)
+        chunks.append(_attr_entry_head(key, sum(map(len, value))))
         chunks.extend(value)
     chunks.append(op.extras)
     return chunks
+
+
+# Bounded caches of byte strings that repeat across a graph's nodes: few op types, few
+# attribute keys with values of a few sizes.
+@functools.lru_cache(maxsize=1024)
+def _op_type_field(op_type: str) -> bytes:
+    return field_string(2, op_type)
+
+
+@functools.lru_cache(maxsize=4096)
+def _attr_entry_head(key: str, size: int) -> bytes:
+    """What precedes an attribute's value of `size` bytes: the `attr` map entry's tag and
+    length, the entry's key, then the value's tag and length."""
+    head = field_string(1, key) + length_prefix(2, size)
+    return length_prefix(5, len(head) + size) + head
 
 
 def node_bytes(op: Op) -> bytes:
