@@ -21,8 +21,10 @@ from tests.backends.test_onnx_export import Builder
 RTOL = 1e-6
 
 
-def check(b: Builder, feeds: Mapping[str, np.ndarray], outputs: Sequence[Value], opset: int = 17) -> dict[str, int]:
-    """Export, fully check, run both ways and compare; returns the ONNX op counts."""
+def check(b: Builder, feeds: Mapping[str, np.ndarray], outputs: Sequence[Value], opset: int = 17,
+          of_largest: float = 0.0) -> dict[str, int]:
+    """Export, fully check, run both ways and compare; returns the ONNX op counts.  Floats may
+    also differ by `of_largest` times an output's largest magnitude."""
     names = [v.name for v in outputs]
     expected = Interpreter(b.graph).run(dict(feeds), names)
     result = export_with_report(b.graph, list(feeds), names, opset=opset)
@@ -33,7 +35,8 @@ def check(b: Builder, feeds: Mapping[str, np.ndarray], outputs: Sequence[Value],
         assert have.dtype == want.dtype, name
         assert have.shape == want.shape, name
         if want.dtype.kind == "f":
-            np.testing.assert_allclose(have, want, rtol=RTOL, atol=0, err_msg=name)
+            atol = of_largest * float(np.abs(want).max(initial=0.0))
+            np.testing.assert_allclose(have, want, rtol=RTOL, atol=atol, err_msg=name)
         else:
             np.testing.assert_array_equal(have, want, err_msg=name)
     return result.report.op_counts

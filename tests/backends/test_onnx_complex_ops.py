@@ -4,15 +4,12 @@ and what cannot travel that way is refused naming the node."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 
 from compiler.backends.onnx import OnnxExportError, UnsupportedOpError, export_with_report
 from compiler.ir.dtypes import DType
-from compiler.runtime.interpreter import Interpreter
-from compiler.runtime.onnx_runner import run_onnx
 from tests.backends.keras_export import assert_matches_keras, export_keras, keras_seeded
-from tests.backends.test_onnx_added_ops import ints
+from tests.backends.test_onnx_added_ops import check as check_export, ints
 from tests.backends.test_onnx_export import Builder
 
 # onnxruntime's DFT of a length that is not a power of two sums in float32 (TF and the
@@ -21,17 +18,7 @@ TOLERANCE = 1e-5
 
 
 def check(b: Builder, feeds, outputs, opset: int = 17) -> dict[str, int]:
-    """Export, fully check, run both ways; each output within TOLERANCE of its largest magnitude."""
-    names = [v.name for v in outputs]
-    expected = Interpreter(b.graph).run(dict(feeds), names)
-    result = export_with_report(b.graph, list(feeds), names, opset=opset)
-    onnx.checker.check_model(result.model, full_check=True)
-    got = run_onnx(result.model, dict(feeds), names)
-    for name in names:
-        want, have = expected[name], got[name]
-        assert have.dtype == want.dtype and have.shape == want.shape, name
-        np.testing.assert_allclose(have, want, rtol=0, atol=TOLERANCE * np.abs(want).max(), err_msg=name)
-    return result.report.op_counts
+    return check_export(b, feeds, outputs, opset, of_largest=TOLERANCE)
 
 
 def signal(shape, seed: int = 0) -> np.ndarray:
