@@ -78,7 +78,8 @@ def _dft(ctx: LoweringContext, op: Op, signal: str, suffix: str, axis: int = -2,
 def _part_type_of(ctx: LoweringContext, op: Op) -> DType:
     dtype = ctx.dtype(op.operands[0])
     if dtype not in _PART_TYPE:
-        raise UnsupportedOpError(op.type, op.name, f"an operand of type {dtype} (complex64 or complex128 only)")
+        kind = dtype.name.lower() if dtype is not None else "unknown type"
+        raise UnsupportedOpError(op.type, op.name, f"an operand of {kind} (complex64 or complex128 only)")
     return _PART_TYPE[dtype]
 
 
