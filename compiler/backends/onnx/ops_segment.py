@@ -79,28 +79,30 @@ def _tensor_scatter(ctx: LoweringContext, op: Op) -> None:
 # -- segment reductions --------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Rows:
-    """What a segment reduction combines: the data tensor, its rank, and the operand holding the ids
-    (a sparse segment op gathers its rows first)."""
+    """What a segment reduction combines: the data tensor, its rank, and the segment ids -- operand
+    `ids_index`, as int64, cast once for every node that reads them (a sparse segment op gathers
+    its rows first)."""
 
     tensor: str
     rank: Optional[int]
-    ids: int = 1
+    ids: str
+    ids_index: int
 
 
 def _operand_rows(ctx: LoweringContext, op: Op) -> _Rows:
-    return _Rows(ctx.operand(op, 0), ctx.rank(op.operands[0]))
+    return _Rows(ctx.operand(op, 0), ctx.rank(op.operands[0]), int64_operand(ctx, op, 1, flat=False), 1)
 
 
 def _segment_scatter(ctx: LoweringContext, op: Op, kind: str, count: str, drop_negative: bool,
                      main: bool, rows: _Rows) -> str:
     """`rows` combined per id into `count` (int64 [1]) rows.  Negative ids, which TF drops, go to
     a spare last row that is cut off."""
-    ids_rank = ctx.rank(op.operands[rows.ids])
+    ids_rank = ctx.rank(op.operands[rows.ids_index])
     if ids_rank is None:
         raise UnsupportedOpError(op.type, op.name, "the segment ids' rank is unknown")
     reduction = _reduction(ctx, op, kind)
-    ids = int64_operand(ctx, op, rows.ids, flat=False)
-    known = ctx.constant(op.operands[rows.ids])
+    ids = rows.ids
+    known = ctx.constant(op.operands[rows.ids_index])
     drop_negative = drop_negative and (known is None or (known < 0).any())
     size = count
     if drop_negative:
@@ -157,7 +159,7 @@ def _sorted_segment(ctx: LoweringContext, op: Op) -> None:
         raise UnsupportedOpError(op.type, op.name, "needs vector segment ids and data of known rank")
     kind = _SORTED[op.type]
     rows = _operand_rows(ctx, op)
-    count = _count_of(ctx, op, int64_operand(ctx, op, 1, flat=False))
+    count = _count_of(ctx, op, rows.ids)
     if kind in ("Sum", "Prod"):
         ctx.bind(op.results[0], _segment_scatter(ctx, op, kind, count, False, True, rows))
         return
@@ -194,11 +196,11 @@ def _sparse_segment(ctx: LoweringContext, op: Op) -> None:
     if rank is None or ctx.rank(op.operands[2]) != 1:
         raise UnsupportedOpError(op.type, op.name, "needs vector segment ids and data of known rank")
     gathered = ctx.helper1(op, "rows", "Gather", [ctx.operand(op, 0), int64_operand(ctx, op, 1)], axis=0)
-    rows = _Rows(gathered, rank, ids=2)
+    rows = _Rows(gathered, rank, int64_operand(ctx, op, 2, flat=False), 2)
     if op.type.endswith("WithNumSegments"):
         count = _num_segments(ctx, op, 3)
     else:
-        count = _count_of(ctx, op, int64_operand(ctx, op, 2, flat=False))
+        count = _count_of(ctx, op, rows.ids)
     kind = _SPARSE[op.type]
     if kind == "Sum":
         ctx.bind(op.results[0], _segment_scatter(ctx, op, "Sum", count, False, True, rows))
@@ -208,7 +210,7 @@ def _sparse_segment(ctx: LoweringContext, op: Op) -> None:
 
 def _segment_sizes(ctx: LoweringContext, op: Op, count: str, rows: _Rows) -> str:
     """How many ids each segment has (int64), shaped to broadcast against the result's rows."""
-    ids = int64_operand(ctx, op, rows.ids, flat=False)
+    ids = rows.ids
     ones = ctx.helper1(op, "ones", "Expand", [ctx.scalar(1, DType.INT64, "one"),
                                               ctx.helper1(op, "ids_shape", "Shape", [ids])])
     zeros = ctx.helper1(op, "no_sizes", "Expand", [ctx.scalar(0, DType.INT64, "zero"), count])
