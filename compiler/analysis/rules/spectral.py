@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from compiler.analysis.rules.elementwise import same_shape
 from compiler.analysis.rules.registry import OpFacts, broadcast, shape_rule
 from compiler.ir.shapes import Shape
 
@@ -35,9 +36,7 @@ for _count in _SUFFIXES:
     _register(_count)
 
 
-@shape_rule("FFT", "IFFT", "FFT2D", "IFFT2D", "FFT3D", "IFFT3D", "Real", "Imag", "ComplexAbs")
-def _same_shape(facts: OpFacts) -> Optional[list[Shape]]:
-    return [facts.shapes[0]]
+shape_rule("FFT", "IFFT", "FFT2D", "IFFT2D", "FFT3D", "IFFT3D", "Real", "Imag", "ComplexAbs")(same_shape)
 
 
 @shape_rule("Complex")
