@@ -267,7 +267,7 @@ def _slice(ctx: LoweringContext, op: Op) -> None:
     found = ctx.lowered(op.operands[0])
     specs = [(a, ("begin", a) if b is None else b, _slice_end(a, b, s), 1) for a, (b, s) in enumerate(zip(begin, size))
              if not (b == 0 and s == -1)]
-    ctx.bind(op.results[0], _emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
+    ctx.bind(op.results[0], emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
 
 
 def _slice_end(axis: int, begin: Optional[int], size: Optional[int]) -> Bound:
@@ -280,7 +280,7 @@ def _slice_end(axis: int, begin: Optional[int], size: Optional[int]) -> Bound:
 Bound = Union[int, tuple[str, int]]
 
 
-def _emit_slice(ctx: LoweringContext, op: Op, x: str, specs: Sequence[tuple[int, Bound, Bound, int]], perm: Perm,
+def emit_slice(ctx: LoweringContext, op: Op, x: str, specs: Sequence[tuple[int, Bound, Bound, int]], perm: Perm,
                 rank: Optional[int], main: bool) -> str:
     """ONNX Slice of (logical axis, start, end, step) specs on a tensor stored as `perm`
     (no node when nothing is cut off); in TF order the axes may be negative and the rank unknown.
@@ -385,9 +385,9 @@ def _strided_slice(ctx: LoweringContext, op: Op) -> None:
     specs, shrink, new_axes = _strided_specs(op, rank, begin, end, strides)
     if not shrink and not new_axes:
         found = ctx.lowered(x)
-        ctx.bind(op.results[0], _emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
+        ctx.bind(op.results[0], emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
         return
-    out = _emit_slice(ctx, op, ctx.value_in(x), specs, None, rank, main=False)
+    out = emit_slice(ctx, op, ctx.value_in(x), specs, None, rank, main=False)
     stages = [(op_type, axes) for op_type, axes in (("Squeeze", shrink), ("Unsqueeze", new_axes)) if axes]
     for n, (op_type, axes) in enumerate(stages):
         inputs = [out, ctx.ints(axes, f"{op.name}/{op_type.lower()}_axes")]
@@ -459,7 +459,7 @@ def _reverse_v2(ctx: LoweringContext, op: Op) -> None:
     axes = {int(a) for a in ctx.const_operand(op, 1, "the axes").reshape(-1)}
     specs = [(a, -1, INT64_MIN, -1) for a in sorted(axes if rank is None else {a % rank for a in axes})]
     found = kept_layout(ctx, op, ctx.agnostic_operand(op))
-    ctx.bind(op.results[0], _emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
+    ctx.bind(op.results[0], emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
 
 
 # -- shapes and fills ------------------------------------------------------------------
@@ -635,7 +635,7 @@ def _batch_to_space_nd(ctx: LoweringContext, op: Op) -> None:
     grown = [d * b for d, b in zip(dims, blocks)]
     x = ctx.helper1(op, "merged", "Reshape", [x, ctx.ints([-1] + grown + dims[m:], f"{op.name}/merged")])
     specs = [(1 + i, b, g - a, 1) for i, ((b, a), g) in enumerate(zip(crops, grown)) if b or a]
-    ctx.bind(op.results[0], _emit_slice(ctx, op, x, specs, None, len(dims) + 1, main=True))
+    ctx.bind(op.results[0], emit_slice(ctx, op, x, specs, None, len(dims) + 1, main=True))
 
 
 # -- indexing and reordering ------------------------------------------------------------

@@ -22,6 +22,7 @@ from compiler.backends.onnx.builder import ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.ops_array import emit_slice
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
@@ -90,19 +91,14 @@ def _fft_lengths(ctx: LoweringContext, op: Op) -> list[int]:
     return lengths
 
 
-def _crop(ctx: LoweringContext, op: Op, x: str, wanted: list[int], axes: list[int], suffix: str) -> str:
+def _crop(ctx: LoweringContext, op: Op, x: str, wanted: list[int], axes: list[int]) -> str:
     """`x` cut to its first `wanted` entries along the operand's (negative) `axes` where their
     static size differs or is unknown (TF refuses a shorter input at run time).  When `x` holds
     (real, imag) pairs its axes sit one further from the end."""
     dims = ctx.shape(op.operands[0]).dims or ()
-    cut = [(n, axis) for n, axis in zip(wanted, axes) if dims[axis] != n]
-    if not cut:
-        return x
     shift = 1 if ctx.dtype(op.operands[0]) in COMPLEX_TYPES else 0
-    ends, where = [n for n, _ in cut], [axis - shift for _, axis in cut]
-    return ctx.helper1(op, suffix, "Slice", [x, ctx.ints([0] * len(cut), f"{op.name}/{suffix}_starts"),
-                                             ctx.ints(ends, f"{op.name}/{suffix}_ends"),
-                                             ctx.ints(where, f"{op.name}/{suffix}_axes")])
+    specs = [(axis - shift, 0, n, 1) for n, axis in zip(wanted, axes) if dims[axis] != n]
+    return emit_slice(ctx, op, x, specs, None, len(dims) + shift, main=False)
 
 
 @lowers("RFFT", "RFFT2D", "RFFT3D")
@@ -111,7 +107,7 @@ def _rfft(ctx: LoweringContext, op: Op) -> None:
     _rank(ctx, op)
     lengths = _fft_lengths(ctx, op)
     count = len(lengths)
-    signal = _crop(ctx, op, ctx.operand(op, 0), lengths, list(range(-count, 0)), "cropped")
+    signal = _crop(ctx, op, ctx.operand(op, 0), lengths, list(range(-count, 0)))
     column = ctx.helper1(op, "column", "Unsqueeze", [signal, ctx.ints([-1], f"{op.name}/innermost")])
     pairs = _dft(ctx, op, column, "dft", onesided=True)
     for axis in range(-3, -count - 2, -1):
@@ -141,7 +137,7 @@ def _irfft(ctx: LoweringContext, op: Op) -> None:
     if bins is not None and bins < length // 2 + 1:
         raise UnsupportedOpError(op.type, op.name, f"{bins} bins for fft_length {length} "
                                                    f"(TF needs at least {length // 2 + 1})")
-    pairs = _crop(ctx, op, complex_operand(ctx, op, 0), lengths[:-1], list(range(-count, -1)), "cropped")
+    pairs = _crop(ctx, op, complex_operand(ctx, op, 0), lengths[:-1], list(range(-count, -1)))
     for axis in range(-3, -count - 2, -1):
         pairs = _dft(ctx, op, pairs, f"idft{-axis}", axis=axis, inverse=True)
     # Bin k of the full spectrum is bin k for k <= length // 2, else the conjugate of bin length - k.
