@@ -10,6 +10,7 @@ node before its inputs, and TF1 loops feed NextIteration back into Merge.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
@@ -240,6 +241,8 @@ class Graph:
         self._first: Optional[Op] = None
         self._last: Optional[Op] = None
         self._by_name: dict[str, Op] = {}
+        # Ops erased from this graph, still alive if someone holds them: `release` breaks their cycles too.
+        self._erased: list[weakref.ref[Op]] = []
         self.versions = Versions()
         self.extras = GraphExtras()
 
@@ -407,6 +410,7 @@ class Graph:
         self._unlink(op)
         del self._by_name[op.name]
         op.graph = None
+        self._erased.append(weakref.ref(op))
 
     def erase_ops(self, ops: Iterable[Op]) -> int:
         """Erase a set of ops that may use each other but nothing outside the set."""
@@ -445,23 +449,22 @@ class Graph:
         Ops and values point at each other, so a dropped graph is freed only by the
         cyclic collector, which must then visit every object of it.  A caller that is
         done with a graph (the API after emitting it) releases it instead, and
-        reference counting frees it at once.
+        reference counting frees it at once.  Ops erased from it earlier (and not since
+        put back) are released as well.
         """
         StructureClock.ticks += 1
         op = self._first
         while op is not None:
             nxt = op._next
-            for value in op.results:
-                value.uses = []
-            op.results = []
-            op._operands = []
-            op._control_deps = []
-            op.control_users = []
-            op._prev = op._next = None
-            op.graph = None
+            _break_cycles(op)
             op = nxt
+        for ref in self._erased:  # erased ops still point at their results and back: cycles too
+            erased = ref()
+            if erased is not None and erased.graph is None:
+                _break_cycles(erased)
         self._first = self._last = None
         self._by_name = {}
+        self._erased = []
 
     @staticmethod
     def hand_over_control_users(moves: Sequence[tuple[Op, Op]]) -> int:
@@ -535,6 +538,18 @@ class Graph:
         self._by_name = {op._name: op for op in ops}
 
 
+def _break_cycles(op: Op) -> None:
+    """Drop every reference `op` holds to other ops and values, and its values' back to it."""
+    for value in op.results:
+        value.uses = []
+    op.results = []
+    op._operands = []
+    op._control_deps = []
+    op.control_users = []
+    op._prev = op._next = None
+    op.graph = None
+
+
 class Checkpoint:
     """What a graph holds right now, to put back in place if a pass fails.
 
@@ -566,10 +581,19 @@ class Checkpoint:
             op._operands, op.results, op._control_deps, op.control_users = operands[:], results[:], deps[:], users[:]
         for value, op, index, dtype, shape, uses in self.value_states:
             value.op, value.index, value.dtype, value.shape, value.uses = op, index, dtype, shape, uses[:]
+        self._drop_new_ops()
         self.graph._relink(self.ops)
         self.graph.versions = Versions(*self.versions)
         library, *rest, misc = self.extras
         self.graph.extras = GraphExtras(_copy_library(library), *rest, dict(misc))
+
+    def _drop_new_ops(self) -> None:
+        """Ops the failed pass created leave the graph as if erased (so `release` frees them too)."""
+        kept = set(self.ops)
+        for op in self.graph:
+            if op not in kept:
+                op.graph = None
+                self.graph._erased.append(weakref.ref(op))
 
 
 def _copy_library(library: Any) -> Any:
