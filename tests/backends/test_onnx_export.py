@@ -171,6 +171,40 @@ def test_biases_fold_into_conv_and_gemm():
     assert "BiasAdd" not in result.report.op_counts
 
 
+_RECURRENT_STEP = """graph {
+  %x = Placeholder() {dtype = f32, shape = shape<2,3>} : f32[2,3]
+  %h = Placeholder() {dtype = f32, shape = shape<2,2>} : f32[2,2]
+  %w = Const() {dtype = f32, value = dense<f32[3,2], [0.5, -1.0, 2.0, 0.25, -0.75, 1.5]>} : f32[3,2]
+  %u = Const() {dtype = f32, value = dense<f32[2,2], [1.0, -0.5, 0.125, 2.0]>} : f32[2,2]
+  %b = Const() {dtype = f32, value = dense<f32[2], [0.3, -0.7]>} : f32[2]
+  %xw = MatMul(%x, %w) {T = f32} : f32[2,2]
+  %hu = MatMul(%h, %u) {T = f32} : f32[2,2]
+  %sum = AddV2(%xw, %hu) {T = f32} : f32[2,2]
+  %z = BiasAdd(%sum, %b) {T = f32} : f32[2,2]
+  %y = Tanh(%z) {T = f32} : f32[2,2]
+}
+"""
+
+
+@pytest.mark.parametrize("also_read", [False, True])
+def test_a_bias_after_a_sum_of_products_rides_on_a_gemm(also_read: bool):
+    """x@w + h@u + b (a Keras recurrent step) exports as Gemm(x, w, b) + h@u, one Add, unless
+    the sum is read elsewhere; the numbers stay within one rounding of the interpreter's."""
+    text = _RECURRENT_STEP.rstrip().rstrip("}") + "  %other = Neg(%sum) {T = f32} : f32[2,2]\n}\n" if also_read \
+        else _RECURRENT_STEP
+    outputs = ["y", "other"] if also_read else ["y"]
+    graph = parse_graph(text)
+    result = export_with_report(graph, ["x", "h"], outputs)
+    assert result.report.stats.get("bias_into_gemm_across_add", 0) == (0 if also_read else 1)
+    assert result.report.op_counts["Add"] == (2 if also_read else 1)
+    feeds = {"x": np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3),
+             "h": np.array([[0.5, -1.5], [2.5, 0.75]], np.float32)}
+    want = Interpreter(graph).run(feeds, outputs)
+    got = run_onnx(result.model, feeds, outputs)
+    for name in outputs:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-7)
+
+
 def test_values_are_typed_and_nodes_trace_to_tf_names():
     model = load_model_fixture("keras_small_cnn")
     graph = load_graph(model.path)

@@ -27,15 +27,68 @@ def single_use(ctx: LoweringContext, value: Value, user: Op) -> bool:
     return len(value.uses) == 1 and value.uses[0][0] is user and value not in ctx.keep
 
 
+_BIASED = ("Conv", "ConvTranspose", "Gemm")
+_ADDS = ("Add", "AddV2", "BiasAdd", "BiasAddV1")
+
+
 def absorb_bias(ctx: LoweringContext, op: Op, x: Value, bias: Value) -> bool:
-    """Fold `op` (x + constant bias) into the Conv, ConvTranspose or Gemm computing x; True when done."""
+    """Fold `op` (x + constant bias) into the Conv, ConvTranspose or Gemm computing x, or into
+    the Gemm under x = gemm + s; True when done."""
     array = ctx.constant(bias)
-    if array is None or ctx.is_constant(x) or not ctx.is_bound(x) or not single_use(ctx, x, op):
+    if array is None or not _private_result(ctx, x, op):
         return False
+    node = _node_making(ctx, x)
+    if node is not None and node.op_type in _BIASED:
+        return _into_node(ctx, op, node, x, array)
+    return _across_add(ctx, op, x, array)
+
+
+def _private_result(ctx: LoweringContext, x: Value, op: Op) -> bool:
+    """x is computed (not constant), already lowered, and read by `op` alone."""
+    return not ctx.is_constant(x) and ctx.is_bound(x) and single_use(ctx, x, op)
+
+
+def _node_making(ctx: LoweringContext, x: Value) -> Optional[Node]:
+    """The ONNX node whose first output is x's lowered tensor, if any."""
+    tensor = ctx.lowered(x).tensor
+    node = ctx.builder.producer(tensor)
+    return node if node is not None and node.outputs[0] == tensor else None
+
+
+def _across_add(ctx: LoweringContext, op: Op, x: Value, array: np.ndarray) -> bool:
+    """(a @ w + s) + bias as (a @ w + bias) + s, the bias riding on the float Gemm (as tf2onnx
+    does for Keras' unrolled recurrent cells).  This reorders one float addition: the sum may
+    differ from TF's in its last bit."""
+    add = _node_making(ctx, x)
+    if add is None or add.op_type != "Add" or x.op.type not in _ADDS:
+        return False
+    for source in x.op.operands:
+        if not _private_result(ctx, source, x.op):
+            continue
+        gemm = _node_making(ctx, source)
+        if gemm is None or gemm.op_type != "Gemm" or gemm.outputs[0] not in add.inputs:
+            continue
+        if _eight_bit_bias_scale(ctx, gemm) is not None:
+            return False
+        addend = _bias_vector(ctx, "Gemm", array, source, ctx.lowered(source).perm)
+        if addend is None:
+            return False
+        _add_to_bias_input(ctx, gemm, addend, array.dtype, op.name)
+        ctx.bind(op.results[0], add.outputs[0], ctx.lowered(x).perm)
+        ctx.stats["bias_into_gemm_across_add"] += 1
+        return True
+    return False
+
+
+def _add_to_bias_input(ctx: LoweringContext, node: Node, addend: np.ndarray, dtype: np.dtype, name: str) -> None:
+    """Set the node's bias input to addend plus the bias it already has."""
+    if len(node.inputs) > 2:
+        addend = ctx.scope.initializers[node.inputs[2]] + addend
+    node.inputs[2:] = [ctx.initializer(addend.astype(dtype), f"{name}/bias")]
+
+
+def _into_node(ctx: LoweringContext, op: Op, node: Node, x: Value, array: np.ndarray) -> bool:
     lowered = ctx.lowered(x)
-    node = ctx.builder.producer(lowered.tensor)
-    if node is None or node.op_type not in ("Conv", "ConvTranspose", "Gemm") or node.outputs[0] != lowered.tensor:
-        return False
     addend = _bias_vector(ctx, node.op_type, array, x, lowered.perm)
     if addend is None:
         return False
@@ -49,9 +102,7 @@ def absorb_bias(ctx: LoweringContext, op: Op, x: Value, bias: Value) -> bool:
         ctx.bind(op.results[0], lowered.tensor, lowered.perm)
         ctx.stats[f"int32_bias_into_{node.op_type.lower()}"] += 1
         return True
-    if len(node.inputs) > 2:
-        addend = ctx.scope.initializers[node.inputs[2]] + addend
-    node.inputs[2:] = [ctx.initializer(addend.astype(array.dtype), f"{op.name}/bias")]
+    _add_to_bias_input(ctx, node, addend, array.dtype, op.name)
     ctx.bind(op.results[0], lowered.tensor, lowered.perm)
     ctx.stats[f"bias_into_{node.op_type.lower()}"] += 1
     return True
