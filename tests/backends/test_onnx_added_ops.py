@@ -512,3 +512,17 @@ def test_half_cumsum_needs_opset_14():
     y = b("Cumsum", b.input("x", [4], DType.HALF), ints(b, 0), Tidx=DType.INT32)
     with pytest.raises(UnsupportedOpError, match=r"CumSum \(opset 13\) does not take"):
         export_with_report(b.graph, ["x"], [y.name], opset=13)
+
+
+@pytest.mark.parametrize("dtype", [DType.INT8, DType.INT32, DType.INT64, DType.UINT8, DType.UINT32])
+def test_integer_floor_div_and_mod_round_toward_minus_infinity(dtype: DType):
+    """ONNX's integer Div truncates; TF's FloorDiv floors: every sign pair, exact multiples and a zero."""
+    np_type = dtype.to_numpy()
+    signed = np.dtype(np_type).kind == "i"
+    x_values = [-7, 7, -6, 6, 0, -1, 5, 100] if signed else [7, 6, 0, 1, 5, 100, 3, 9]
+    y_values = [2, -2, 3, -3, 4, 5, -5, 7] if signed else [2, 3, 4, 5, 5, 7, 9, 3]
+    b = Builder()
+    x, y = b.input("x", [8], dtype), b.input("y", [8], dtype)
+    counts = check(b, {"x": np.array(x_values, np_type), "y": np.array(y_values, np_type)},
+                   [b("FloorDiv", x, y), b("FloorMod", x, y), b("FloorDiv", x, b.const(np.array(3, np_type)))])
+    assert counts["Div"] == 2 and counts["Mod"] == (3 if signed else 1)

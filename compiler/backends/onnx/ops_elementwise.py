@@ -190,12 +190,22 @@ def _squared_difference(ctx: LoweringContext, op: Op) -> None:
 
 @lowers("FloorDiv", layout=AGNOSTIC)
 def _floor_div(ctx: LoweringContext, op: Op) -> None:
+    """Floats: floor(x / y).  ONNX's integer Div truncates toward zero, which is the floor only
+    for unsigned types; a signed x first loses its floor remainder (Mod with the divisor's sign),
+    leaving an exact multiple of y that Div divides without rounding."""
     dtype = ctx.dtype(op.results[0])
-    if dtype is None or not dtype.is_float:
-        raise UnsupportedOpError(op.type, op.name, "only floating-point FloorDiv is supported")
+    if dtype is None:
+        raise UnsupportedOpError(op.type, op.name, "the element type is unknown")
     inputs, perm = broadcast_operands(ctx, op, op.operands)
-    quotient = ctx.helper1(op, "div", "Div", inputs)
-    ctx.bind(op.results[0], ctx.emit1(op, "Floor", [quotient]), perm)
+    if dtype.is_float:
+        out = ctx.emit1(op, "Floor", [ctx.helper1(op, "div", "Div", inputs)])
+    elif dtype.to_numpy().kind == "u":
+        out = ctx.emit1(op, "Div", inputs)
+    else:
+        remainder = ctx.helper1(op, "remainder", "Mod", inputs, fmod=0)
+        multiple = ctx.helper1(op, "multiple", "Sub", [inputs[0], remainder])
+        out = ctx.emit1(op, "Div", [multiple, inputs[1]])
+    ctx.bind(op.results[0], out, perm)
 
 
 @lowers("FloorMod", layout=AGNOSTIC)
