@@ -91,11 +91,16 @@ def test_scatters_below_their_opset_are_refused():
     out = b("TensorScatterMax", b.input("t", [4]), b.input("i", [2, 1], DType.INT32), b.input("u", [2]),
             Tindices=DType.INT32)
     refused(b, ["t", "i", "u"], out, r"'TensorScatterMax'.*'max' needs opset 18")
+    b = Builder()  # a sorted max's empty segments are 0, found by counting ids with a ScatterND add
+    out = b("SegmentMax", b.input("d", [4]), b.input("ids", [4], DType.INT64), Tindices=DType.INT64)
+    refused(b, ["d", "ids"], out, r"'SegmentMax'.*'add' needs opset 16", opset=15)
 
 
 # -- segments ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("reduction", ["Sum", "Prod", "Max", "Min"])
-def test_unsorted_segments_fill_empty_and_drop_negative_ids(reduction):
+@pytest.mark.parametrize("reduction,opset", [("Sum", 18), ("Prod", 18), ("Max", 18), ("Min", 18), ("Max", 17),
+                                             ("Min", 13)])
+def test_unsorted_segments_fill_empty_and_drop_negative_ids(reduction, opset):
+    """From opset 18 a ScatterND reduction; below it, max and min reduce a segment mask."""
     rng = np.random.default_rng(6)
     b = Builder()
     data, ids = b.input("data", [4, 3, 2]), b.input("ids", [4, 3], DType.INT32)
@@ -108,12 +113,27 @@ def test_unsorted_segments_fill_empty_and_drop_negative_ids(reduction):
     feeds = {"data": rng.standard_normal((4, 3, 2)).astype(np.float32),
              "ids": np.asarray([[0, 3, -1], [3, 0, 5], [1, 1, -1], [5, 0, 3]], np.int32),
              "i_data": rng.integers(-5, 6, (4, 3, 2)).astype(np.int32)}
-    counts = check(b, feeds, outputs, opset=18)
+    counts = check(b, feeds, outputs, opset=opset)
+    if opset < 18:
+        assert "ScatterND" not in counts and counts[f"Reduce{reduction}"] == 3
+        return
     assert counts["ScatterND"] == 3 and counts["Slice"] == 2  # constant ids need no spare row
 
 
-@pytest.mark.parametrize("reduction", ["Sum", "Prod", "Max", "Min", "Mean"])
-def test_sorted_segments(reduction):
+@pytest.mark.parametrize("rows", [0, 3])
+def test_masked_segment_max_of_no_rows_is_tfs_finite_lowest(rows):
+    """Below opset 18 an empty id list reduces an empty axis (-inf in onnxruntime); TF says lowest."""
+    b = Builder()
+    data, ids = b.input("data", [None, 2]), b.input("ids", [None], DType.INT32)
+    out = b("UnsortedSegmentMax", data, ids, ints(b, 4), Tindices=DType.INT32, Tnumsegments=DType.INT32)
+    feeds = {"data": np.arange(2 * rows, dtype=np.float32).reshape(rows, 2), "ids": np.arange(rows, dtype=np.int32)}
+    counts = check(b, feeds, [out], opset=17)
+    assert counts["ReduceMax"] == 1 and counts["Max"] == 1
+
+
+@pytest.mark.parametrize("reduction,opset", [("Sum", 18), ("Prod", 18), ("Max", 18), ("Min", 18), ("Mean", 18),
+                                             ("Max", 17), ("Min", 16)])
+def test_sorted_segments(reduction, opset):
     rng = np.random.default_rng(7)
     b = Builder()
     data, ids = b.input("data", [7, 3]), b.input("ids", [7], DType.INT64)
@@ -122,7 +142,7 @@ def test_sorted_segments(reduction):
     outputs = [b(op, data, ids, Tindices=DType.INT64), b(op, i_data, ids, Tindices=DType.INT64)]
     feeds = {"data": rng.standard_normal((7, 3)).astype(np.float32), "ids": np.asarray([0, 0, 2, 2, 2, 5, 6]),
              "i_data": rng.integers(-5, 6, (7, 3)).astype(np.int32)}
-    check(b, feeds, outputs, opset=18)
+    check(b, feeds, outputs, opset=opset)
 
 
 @pytest.mark.parametrize("reduction", ["Sum", "Mean", "SqrtN"])

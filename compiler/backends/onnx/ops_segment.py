@@ -6,6 +6,8 @@ scatter that may meet duplicates is refused rather than emitted wrong.  A
 segment reduction is the same scatter with each id as a one-element index;
 its result starts as the reduction's identity, which is exactly what TF
 leaves in empty unsorted segments (finite lowest/highest for max/min).
+Segment max and min below opset 18 reduce a mask of ids against segment
+numbers instead.
 """
 from __future__ import annotations
 
@@ -100,6 +102,8 @@ def _segment_scatter(ctx: LoweringContext, op: Op, kind: str, count: str, drop_n
     ids_rank = ctx.rank(op.operands[rows.ids_index])
     if ids_rank is None:
         raise UnsupportedOpError(op.type, op.name, "the segment ids' rank is unknown")
+    if kind in _MASKED and ctx.opset < _REDUCTIONS[kind][1]:
+        return _masked_segments(ctx, op, kind, count, main, rows, ids_rank)
     reduction = _reduction(ctx, op, kind)
     ids = rows.ids
     known = ctx.constant(op.operands[rows.ids_index])
@@ -124,6 +128,45 @@ def _segment_scatter(ctx: LoweringContext, op: Op, kind: str, count: str, drop_n
     if main:
         return ctx.emit1(op, "Slice", slice_inputs)
     return ctx.helper1(op, "kept", "Slice", slice_inputs)
+
+
+_MASKED = {"Max": "ReduceMax", "Min": "ReduceMin"}
+# Element types onnxruntime's Where and ReduceMax/ReduceMin both compute in.
+_MASKED_TYPES = (DType.FLOAT, DType.DOUBLE, DType.INT8, DType.UINT8, DType.INT32, DType.INT64)
+
+
+def _masked_segments(ctx: LoweringContext, op: Op, kind: str, count: str, main: bool, rows: _Rows,
+                     ids_rank: int) -> str:
+    """Segment max/min below opset 18, where ScatterND cannot reduce them: an [ids..., segments]
+    mask of which segment each row belongs to, the rows spread over the segments with the
+    reduction's identity elsewhere, reduced over the ids' axes.  Negative ids match no segment, so
+    TF's dropping of them comes free.  Costs ids x segments x row elements of memory."""
+    dtype = ctx.dtype(op.results[0])
+    if dtype not in _MASKED_TYPES or rows.rank is None:
+        raise UnsupportedOpError(op.type, op.name, f"segment {kind.lower()} of {dtype} data of rank {rows.rank} "
+                                                   f"needs ScatterND's '{kind.lower()}' (opset 18; exporting at "
+                                                   f"{ctx.opset})")
+    tail_rank = rows.rank - ids_rank
+    segments = ctx.helper1(op, "segments", "Range", [ctx.scalar(0, DType.INT64, "zero"),
+                                                      ctx.helper1(op, "count_scalar", "Reshape",
+                                                                  [count, ctx.ints([], "scalar_shape")]),
+                                                      ctx.scalar(1, DType.INT64, "one")])
+    owned = ctx.helper1(op, "owned", "Equal", [ctx.helper1(op, "id_column", "Unsqueeze",
+                                                           [rows.ids, ctx.ints([-1], "last_axis")]), segments])
+    if tail_rank:
+        owned = ctx.helper1(op, "owned_rows", "Unsqueeze", [owned, ctx.ints(range(ids_rank + 1, rows.rank + 1),
+                                                                            f"{op.name}/row_axes")])
+    each_row = ctx.helper1(op, "each_row", "Unsqueeze", [rows.tensor, ctx.ints([ids_rank], f"{op.name}/segment_axis")])
+    identity = ctx.initializer(_identity(dtype, kind), f"{op.name}/identity")
+    spread = ctx.helper1(op, "spread", "Where", [owned, each_row, identity])
+    suffix = None if main else f"{kind.lower()}_rows"
+    dims = ctx.shape(op.operands[rows.ids_index]).dims
+    if dims is not None and all(d is not None and d > 0 for d in dims):
+        return opset.reduce(ctx, op, _MASKED[kind], spread, range(ids_rank), False, suffix=suffix)
+    # No ids at all reduce an empty axis to -inf/+inf: bring that back to TF's finite identity.
+    reduced = opset.reduce(ctx, op, _MASKED[kind], spread, range(ids_rank), False, suffix=f"{kind.lower()}_reduced")
+    bound = [reduced, identity]
+    return ctx.emit1(op, kind, bound) if main else ctx.helper1(op, f"{kind.lower()}_rows", kind, bound)
 
 
 def _num_segments(ctx: LoweringContext, op: Op, index: int = 2) -> str:
@@ -215,7 +258,7 @@ def _segment_sizes(ctx: LoweringContext, op: Op, count: str, rows: _Rows) -> str
                                               ctx.helper1(op, "ids_shape", "Shape", [ids])])
     zeros = ctx.helper1(op, "no_sizes", "Expand", [ctx.scalar(0, DType.INT64, "zero"), count])
     index = ctx.helper1(op, "size_index", "Unsqueeze", [ids, ctx.ints([-1], "last_axis")])
-    sizes = ctx.helper1(op, "sizes", "ScatterND", [zeros, index, ones], reduction="add")
+    sizes = ctx.helper1(op, "sizes", "ScatterND", [zeros, index, ones], reduction=_reduction(ctx, op, "Sum"))
     trailing = rows.rank - 1  # type: ignore[operator]
     if not trailing:
         return sizes
