@@ -147,10 +147,7 @@ def _masked_segments(ctx: LoweringContext, op: Op, kind: str, count: str, main: 
                                                    f"needs ScatterND's '{kind.lower()}' (opset 18; exporting at "
                                                    f"{ctx.opset})")
     tail_rank = rows.rank - ids_rank
-    segments = ctx.helper1(op, "segments", "Range", [ctx.scalar(0, DType.INT64, "zero"),
-                                                      ctx.helper1(op, "count_scalar", "Reshape",
-                                                                  [count, ctx.ints([], "scalar_shape")]),
-                                                      ctx.scalar(1, DType.INT64, "one")])
+    segments = _segment_numbers(ctx, op, count)
     owned = ctx.helper1(op, "owned", "Equal", [ctx.helper1(op, "id_column", "Unsqueeze",
                                                            [rows.ids, ctx.ints([-1], "last_axis")]), segments])
     if tail_rank:
@@ -167,6 +164,16 @@ def _masked_segments(ctx: LoweringContext, op: Op, kind: str, count: str, main: 
     reduced = opset.reduce(ctx, op, _MASKED[kind], spread, range(ids_rank), False, suffix=f"{kind.lower()}_reduced")
     bound = [reduced, identity]
     return ctx.emit1(op, kind, bound) if main else ctx.helper1(op, f"{kind.lower()}_rows", kind, bound)
+
+
+def _segment_numbers(ctx: LoweringContext, op: Op, count: str) -> str:
+    """0, 1, ..., count - 1 (int64): a constant when the op's num_segments operand is one."""
+    known = ctx.constant(op.operands[2]) if op.type in _UNSORTED else None
+    if known is not None:
+        return ctx.ints(range(int(known)), f"{op.name}/segments")
+    scalar = ctx.helper1(op, "count_scalar", "Reshape", [count, ctx.ints([], "scalar_shape")])
+    return ctx.helper1(op, "segments", "Range", [ctx.scalar(0, DType.INT64, "zero"), scalar,
+                                                  ctx.scalar(1, DType.INT64, "one")])
 
 
 def _num_segments(ctx: LoweringContext, op: Op, index: int = 2) -> str:
