@@ -392,9 +392,12 @@ def _sign_bit(ctx: LoweringContext, op: Op, name: str, t: str, zero: str) -> str
 @lowers("Atan2", layout=AGNOSTIC)
 def _atan2(ctx: LoweringContext, op: Op) -> None:
     """ONNX has no Atan2: atan(y / x), turned by pi toward y's sign where x's sign bit is set
-    (y / +-0 is +-inf, so x == 0 needs nothing more), and +-0 or +-pi at the origin.  The turn
-    never cancels (|result| >= pi/2), so float32 keeps ~1 ulp; onnxruntime has no double Atan,
-    so double is refused.  Both operands infinite give the diagonals, as C's atan2 does."""
+    (y / +-0 is +-inf, so x == 0 needs nothing more).  Where y / x is NaN (the origin, both
+    operands infinite, or a NaN operand) the ratio becomes clip(y) * clip(x) to [-1, 1]: a zero
+    with y's sign at the origin (the turn supplies +-pi when x is -0), +-1 on the diagonals, NaN
+    stays NaN.  The turn never cancels (|result| >= pi/2), so float32 keeps ~1 ulp;
+    onnxruntime has no double Atan, so double is refused.  atan2(-0, +0) comes out +0:
+    onnxruntime's Where drops the sign of a zero it picks from its first branch."""
     dtype = ctx.dtype(op.results[0])
     if dtype not in (DType.FLOAT, DType.HALF):
         raise UnsupportedOpError(op.type, op.name, f"Atan2 of {dtype} (onnxruntime's Atan is float32 only)")
@@ -403,23 +406,18 @@ def _atan2(ctx: LoweringContext, op: Op) -> None:
     if dtype == DType.HALF:
         y, x = (ctx.helper1(op, f"{n}32", "Cast", [t], to=onnx_type(DType.FLOAT)) for n, t in zip("yx", inputs))
     zero = ctx.scalar(0.0, DType.FLOAT, "zero")
-    base = ctx.helper1(op, "atan", "Atan", [ctx.helper1(op, "ratio", "Div", [y, x])])
+    ratio = ctx.helper1(op, "ratio", "Div", [y, x])
+    unit = [ctx.scalar(-1.0, DType.FLOAT, "minus_one"), ctx.scalar(1.0, DType.FLOAT, "one")]
+    clipped = ctx.helper1(op, "clipped_product", "Mul", [ctx.helper1(op, f"{n}_clipped", "Clip", [t, *unit])
+                                                         for n, t in (("y", y), ("x", x))])
+    defined = ctx.helper1(op, "defined_ratio", "Where", [ctx.helper1(op, "undefined", "IsNaN", [ratio]), clipped, ratio])
+    base = ctx.helper1(op, "atan", "Atan", [defined])
     y_minus, x_minus = (_sign_bit(ctx, op, n, t, zero) for n, t in (("y", y), ("x", x)))
     half_turn = ctx.helper1(op, "half_turn", "Where", [y_minus, ctx.scalar(-np.pi, DType.FLOAT, "minus_pi"),
                                                         ctx.scalar(np.pi, DType.FLOAT, "pi")])
-    turned = ctx.helper1(op, "turned", "Where", [x_minus, ctx.helper1(op, "plus_turn", "Add", [base, half_turn]), base])
-    origin = ctx.helper1(op, "origin", "And", [ctx.helper1(op, "x_zero", "Equal", [x, zero]),
-                                               ctx.helper1(op, "y_zero", "Equal", [y, zero])])
-    at_origin = ctx.helper1(op, "at_origin", "Where", [x_minus, half_turn, y])
-    # Both infinite: y / x is NaN; the answer is the diagonal, a quarter of the half turn or three.
-    corners = ctx.helper1(op, "both_infinite", "And", [ctx.helper1(op, "x_inf", "IsInf", [x]),
-                                                       ctx.helper1(op, "y_inf", "IsInf", [y])])
-    eighth = ctx.helper1(op, "eighths", "Where", [x_minus, ctx.scalar(0.75, DType.FLOAT, "three_quarters"),
-                                                  ctx.scalar(0.25, DType.FLOAT, "quarter")])
-    diagonal = ctx.helper1(op, "diagonal", "Mul", [half_turn, eighth])
-    turned = ctx.helper1(op, "turned_or_diagonal", "Where", [corners, diagonal, turned])
+    turn = [x_minus, ctx.helper1(op, "plus_turn", "Add", [base, half_turn]), base]
     if dtype == DType.HALF:
-        both = ctx.helper1(op, "atan2_32", "Where", [origin, at_origin, turned])
-        ctx.bind(op.results[0], ctx.emit1(op, "Cast", [both], to=onnx_type(dtype)), perm)
+        ctx.bind(op.results[0], ctx.emit1(op, "Cast", [ctx.helper1(op, "atan2_32", "Where", turn)],
+                                          to=onnx_type(dtype)), perm)
         return
-    ctx.bind(op.results[0], ctx.emit1(op, "Where", [origin, at_origin, turned]), perm)
+    ctx.bind(op.results[0], ctx.emit1(op, "Where", turn), perm)
