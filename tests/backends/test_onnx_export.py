@@ -245,6 +245,26 @@ def test_arithmetic_identities_vanish():
     assert run_onnx(result.model, {"x": x})["y"].shape == (2, 2, 3)
 
 
+def test_reshape_and_tile_that_change_nothing_vanish():
+    """A Reshape to the operand's own (known) shape and a Tile by ones are the operand itself."""
+    text = """graph {
+  %x = Placeholder() {dtype = f32, shape = shape<1,6,4>} : f32[1,6,4]
+  %shape = Const() {dtype = i32, value = dense<i32[3], [1, 6, 4]>} : i32[3]
+  %ones = Const() {dtype = i32, value = dense<i32[3], [1, 1, 1]>} : i32[3]
+  %twice = Const() {dtype = i32, value = dense<i32[3], [1, 2, 1]>} : i32[3]
+  %r = Reshape(%x, %shape) {T = f32, Tshape = i32} : f32[*]
+  %n = Neg(%r) {T = f32} : f32[*]
+  %t = Tile(%n, %ones) {T = f32, Tmultiples = i32} : f32[*]
+  %y = Tile(%t, %twice) {T = f32, Tmultiples = i32} : f32[*]
+}
+"""
+    result = export_with_report(parse_graph(text), ["x"], ["y"])
+    assert result.report.op_counts == {"Neg": 1, "Tile": 1}
+    assert result.report.stats["unchanged_reshape_dropped"] == result.report.stats["unchanged_tile_dropped"] == 1
+    x = np.arange(24, dtype=np.float32).reshape(1, 6, 4)
+    np.testing.assert_array_equal(run_onnx(result.model, {"x": x})["y"], np.tile(-x, (1, 2, 1)))
+
+
 # -- errors --------------------------------------------------------------------------------
 def test_unsupported_op_names_type_and_node():
     text = """graph {

@@ -57,7 +57,7 @@ def _no_op(ctx: LoweringContext, op: Op) -> None:
 # -- reshapes -----------------------------------------------------------------------
 @lowers("Reshape")
 def _reshape(ctx: LoweringContext, op: Op) -> None:
-    if repeat_resize.lower_repeat(ctx, op):
+    if repeat_resize.lower_repeat(ctx, op) or _alias_if_unchanged(ctx, op):
         return
     x = ctx.reshape_source(ctx.operand(op, 0))
     dims = ctx.shape(op.results[0]).dims
@@ -67,6 +67,18 @@ def _reshape(ctx: LoweringContext, op: Op) -> None:
     else:
         target = int64_operand(ctx, op, 1)
     ctx.bind(op.results[0], ctx.emit1(op, "Reshape", [x, target]))
+
+
+def _alias_if_unchanged(ctx: LoweringContext, op: Op) -> bool:
+    """A Reshape or Tile whose result has its (fully known) operand's shape is no node at all:
+    the result is the operand, in whatever layout it is stored."""
+    before, after = ctx.shape(op.operands[0]).dims, ctx.shape(op.results[0]).dims
+    if before is None or before != after or None in before:
+        return False
+    found = ctx.lowered(op.operands[0])
+    ctx.bind(op.results[0], found.tensor, found.perm)
+    ctx.stats[f"unchanged_{op.type.lower()}_dropped"] += 1
+    return True
 
 
 def int64_operand(ctx: LoweringContext, op: Op, index: int, flat: bool = True) -> str:
@@ -501,6 +513,8 @@ def _broadcast_to(ctx: LoweringContext, op: Op) -> None:
 
 @lowers("Tile")
 def _tile(ctx: LoweringContext, op: Op) -> None:
+    if _alias_if_unchanged(ctx, op):
+        return
     multiples = ctx.constant(op.operands[1])
     if multiples is None:
         ctx.bind(op.results[0], ctx.emit1(op, "Tile", [ctx.operand(op, 0), int64_operand(ctx, op, 1)]))

@@ -342,14 +342,16 @@ def _is_finite(ctx: LoweringContext, op: Op) -> None:
 
 @lowers("DivNoNan", layout=AGNOSTIC)
 def _div_no_nan(ctx: LoweringContext, op: Op) -> None:
-    """x / y, but 0 where y is 0: divide by a divisor with its zeros made ones, then mask
-    (so no inf/NaN, nor an integer division by zero, is ever computed)."""
+    """x / y, but 0 where y is 0: the quotient masked.  An integer divisor's zeros are made ones
+    first (an integer division by zero is undefined); a float one's inf/NaN is masked away."""
     inputs, perm = broadcast_operands(ctx, op, op.operands)
     dtype = ctx.dtype(op.operands[1])
-    zero, one = ctx.scalar(0, dtype, "zero"), ctx.scalar(1, dtype, "one")
+    zero = ctx.scalar(0, dtype, "zero")
     is_zero = ctx.helper1(op, "is_zero", "Equal", [inputs[1], zero])
-    safe = ctx.helper1(op, "safe_divisor", "Where", [is_zero, one, inputs[1]])
-    quotient = ctx.helper1(op, "quotient", "Div", [inputs[0], safe])
+    divisor = inputs[1]
+    if dtype is None or not dtype.is_float:
+        divisor = ctx.helper1(op, "safe_divisor", "Where", [is_zero, ctx.scalar(1, dtype, "one"), divisor])
+    quotient = ctx.helper1(op, "quotient", "Div", [inputs[0], divisor])
     out = ctx.emit1(op, "Where", [is_zero, zero, quotient])
     ctx.bind(op.results[0], out, perm)
 
