@@ -40,12 +40,15 @@ def verify(graph: Graph) -> None:
 
 
 def _holds(graph: Graph, ops: list[Op]) -> bool:
-    """Whether every invariant holds, in one sweep over ops, operand slots and use-list entries.
+    """Whether every invariant holds, in one sweep over ops and use-list entries.
 
-    Use-lists: every entry names a slot that holds this value and no value lists an entry
-    twice, so with as many entries in all as there are slots each slot is recorded exactly
-    once.  Cycles: only edges pointing backward in the op order (loop back-edges aside) can
-    close one, so Kahn's algorithm runs only over the ops their spans cover, usually none.
+    Use-lists: every entry names a slot of an op here that holds this value and no value lists
+    an entry twice, so the entries map one to one into operand slots; with as many entries in
+    all as there are slots, every slot is recorded, in the use-list of a result of an op here.
+    That also proves every operand is a live result of an op in this graph, so operands are only
+    counted, and each edge is seen once, from its use-list entry.  Cycles: only edges pointing
+    backward in the op order (loop back-edges aside) can close one, so Kahn's algorithm runs
+    only over the ops their spans cover, usually none.
     """
     if len(ops) != len(graph):
         return False
@@ -58,25 +61,21 @@ def _holds(graph: Graph, ops: list[Op]) -> bool:
     for here, op in enumerate(ops):
         if op.graph is not graph or named(op._name) is not op:
             return False
-        operands = op._operands
-        slots += len(operands)
-        # A slot holding a value no op here defines leaves its use-list entry uncounted below
-        # (entries < slots), so the operand side only needs the producer's position.
-        for value in operands:
-            at = where(value.op)
-            if at is None:
-                return False
-            if at >= here and not _is_back_edge(value.op, op):
-                backward.append((here, at))
+        slots += len(op._operands)
         index = 0
         for value in op.results:
             if value.op is not op or value.index != index:
                 return False
             index += 1
             uses = value.uses
+            if not uses:
+                continue
             for user, i in uses:
-                if i < 0 or where(user) is None or i >= len(user._operands) or user._operands[i] is not value:
+                at = where(user)
+                if at is None or i < 0 or i >= len(user._operands) or user._operands[i] is not value:
                     return False
+                if at <= here and not _is_back_edge(op, user):
+                    backward.append((at, here))
             if len(uses) > 1 and len(set(uses)) != len(uses):
                 return False
             entries += len(uses)
