@@ -198,6 +198,11 @@ class Op:
         control_users, so rewiring the users of a hub with thousands of them stays linear."""
         StructureClock.ticks += 1
         new = list(deps)
+        if not new:  # dropping them all (every erased op): nothing is kept, no sets to build
+            for dep in self._control_deps:
+                dep.control_users.remove(self)
+            self._control_deps = new
+            return
         kept = set(new) & set(self._control_deps)
         if len(set(new)) != len(new) or len(set(self._control_deps)) != len(self._control_deps):
             kept = set()  # duplicates: rebuild both sides entry by entry
@@ -398,15 +403,14 @@ class Graph:
 
     def erase_op(self, op: Op) -> None:
         """Remove an op whose results are unused and that nobody control-depends on."""
-        if any(v.uses for v in op.results):
-            users = ", ".join(sorted({u.name for v in op.results for u, _ in v.uses}))
-            raise IRError(f"cannot erase '{op.name}': its results are used by {users}")
+        for value in op.results:  # a loop, not any(): passes erase thousands of ops
+            if value.uses:
+                users = ", ".join(sorted({u.name for v in op.results for u, _ in v.uses}))
+                raise IRError(f"cannot erase '{op.name}': its results are used by {users}")
         if op.control_users:
             users = ", ".join(sorted(u.name for u in op.control_users))
             raise IRError(f"cannot erase '{op.name}': {users} control-depend on it")
-        op._drop_operand_uses()
-        op._operands = []
-        op.set_control_deps(())
+        _detach(op)
         self._unlink(op)
         del self._by_name[op.name]
         op.graph = None
@@ -422,9 +426,7 @@ class Graph:
             if outside:
                 raise IRError(f"cannot erase '{op.name}': '{outside[0].name}' still uses it")
         for op in doomed:
-            op._drop_operand_uses()
-            op._operands = []
-            op.set_control_deps(())
+            _detach(op)
         for op in doomed:
             self.erase_op(op)
         return len(doomed)
@@ -538,6 +540,15 @@ class Graph:
         self._by_name = {op._name: op for op in ops}
 
 
+def _detach(op: Op) -> None:
+    """Drop `op`'s operands and control dependencies, both ends of each edge (ops being erased)."""
+    if op._operands:
+        op._drop_operand_uses()
+        op._operands = []
+    if op._control_deps:
+        op.set_control_deps(())
+
+
 def _break_cycles(op: Op) -> None:
     """Drop every reference `op` holds to other ops and values, and its values' back to it."""
     for value in op.results:
@@ -562,8 +573,10 @@ class Checkpoint:
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
         self.ops = list(graph)
+        # Control lists are mostly empty: kept as () rather than copied.
         self.op_states = [(op.type, op._name, op.attrs, op.attrs.contents(), op._operands[:], op.results[:],
-                           op._control_deps[:], op.control_users[:], op.device, op.extras, op.explicit_port0)
+                           op._control_deps[:] if op._control_deps else (),
+                           op.control_users[:] if op.control_users else (), op.device, op.extras, op.explicit_port0)
                           for op in self.ops]
         self.value_states = [(v, v.op, v.index, v.dtype, v.shape, v.uses[:]) for op in self.ops for v in op.results]
         v = graph.versions
@@ -578,7 +591,7 @@ class Checkpoint:
             (op.type, op._name, op.attrs, contents, operands, results, deps, users, op.device, op.extras,
              op.explicit_port0) = state
             op.attrs.restore_contents(contents)
-            op._operands, op.results, op._control_deps, op.control_users = operands[:], results[:], deps[:], users[:]
+            op._operands, op.results, op._control_deps, op.control_users = operands[:], results[:], list(deps), list(users)
         for value, op, index, dtype, shape, uses in self.value_states:
             value.op, value.index, value.dtype, value.shape, value.uses = op, index, dtype, shape, uses[:]
         self._drop_new_ops()

@@ -138,21 +138,29 @@ def _check_key(op: Op) -> tuple[Optional[tuple], list[tuple[str, Any]]]:
     that read them (`_OpCheck.tensors`) are run for every op.  Attributes enter in the map's
     order, by their plain serialization: equal bytes still mean equal attributes, and equal
     attributes listed or serialized in another order (maps parsed alike iterate alike) only
-    cost a check."""
+    cost a check.  A scalar attribute (a type, string, int, float, bool or placeholder) enters
+    by its kind and value instead, all the check reads of it, without serializing it."""
     sources = op.attrs.unassigned_sources()
     if sources is None:
         return None, []
-    attrs: list[tuple[str, Optional[bytes]]] = []
+    attrs: list[tuple] = []
     tensors: list[tuple[str, Any]] = []
     for name, source in sources.items():
-        if source.WhichOneof("value") == "tensor":
+        kind = source.WhichOneof("value")
+        if kind in _SCALAR_KINDS:
+            attrs.append((name, kind, getattr(source, kind)))
+        elif kind == "tensor":
             attrs.append((name, None))
             tensors.append((name, source.tensor))
         else:
             attrs.append((name, source.SerializeToString()))
     if len(tensors) > 1:
         tensors.sort(key=operator.itemgetter(0))  # the full check's order: the same error comes first
-    return (op.type, tuple(attrs), tuple([value.dtype for value in op.operands]), len(op.results)), tensors
+    return (op.type, tuple(attrs), tuple([value.dtype for value in op._operands]), len(op.results)), tensors
+
+
+# AttrValue kinds whose one field is the whole value: a key holds it as read, not serialized.
+_SCALAR_KINDS = frozenset(("type", "s", "i", "f", "b", "placeholder"))
 
 
 class _OpCheck:
@@ -276,7 +284,7 @@ class _OpCheck:
         return sum(self.arg_values(arg)[0] for arg in args)
 
     def operands(self, signature: Signature) -> None:
-        got = self.op.operands
+        got = self.op._operands
         expected = self.count(signature.inputs)
         if len(got) != expected:
             names = ", ".join(arg.name for arg in signature.inputs) or "none"

@@ -36,7 +36,7 @@ class Tensor:
         source: Any = None,
     ) -> None:
         self.dtype = dtype
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(map(int, shape))
         self._array = array
         self._loader = loader
         # The encoding this tensor was read from, reused verbatim while untouched.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -181,28 +181,8 @@ def _as_bytes(x: Any) -> bytes:
 # -- attributes ---------------------------------------------------------------
 def decode_attr(proto: AttrValue) -> Any:
     """AttrValue -> the IR's Python value (see compiler.ir.attrs)."""
-    kind = proto.WhichOneof("value")
-    if kind == "s":
-        return _decode_string(proto.s)
-    if kind == "i":
-        return proto.i
-    if kind == "f":
-        return proto.f
-    if kind == "b":
-        return proto.b
-    if kind == "type":
-        return _decode_type(proto.type, proto)
-    if kind == "shape":
-        return decode_shape(proto.shape)
-    if kind == "tensor":
-        return decode_tensor(proto.tensor)
-    if kind == "list":
-        return _decode_list(proto)
-    if kind == "func":
-        return FuncAttr(proto.func.name, {k: decode_attr(v) for k, v in sorted(proto.func.attr.items())})
-    if kind == "placeholder":
-        return PlaceholderAttr(proto.placeholder)
-    return RawAttr(proto.SerializeToString())
+    decode = _ATTR_DECODERS.get(proto.WhichOneof("value"))
+    return RawAttr(proto.SerializeToString()) if decode is None else decode(proto)
 
 
 def _decode_string(raw: bytes) -> str | bytes:
@@ -212,14 +192,28 @@ def _decode_string(raw: bytes) -> str | bytes:
         return raw
 
 
-def _decode_type(number: int, proto: AttrValue) -> Any:
-    dtype = DTYPE_BY_NUMBER.get(number)
+def _decode_type(proto: AttrValue) -> Any:
+    dtype = DTYPE_BY_NUMBER.get(proto.type)
     if dtype is None:  # reference types and future enums stay opaque
         return RawAttr(proto.SerializeToString())
     return dtype
 
 
 _LIST_KINDS = ("s", "i", "f", "b", "type", "shape", "tensor", "func")
+
+# How each kind of AttrValue decodes (a table, not a chain of tests: thousands of attributes decode at load).
+_ATTR_DECODERS: dict[str, Callable[[AttrValue], Any]] = {
+    "type": _decode_type,
+    "tensor": lambda proto: decode_tensor(proto.tensor),
+    "s": lambda proto: _decode_string(proto.s),
+    "i": lambda proto: proto.i,
+    "f": lambda proto: proto.f,
+    "b": lambda proto: proto.b,
+    "shape": lambda proto: decode_shape(proto.shape),
+    "list": lambda proto: _decode_list(proto),
+    "func": lambda proto: FuncAttr(proto.func.name, {k: decode_attr(v) for k, v in sorted(proto.func.attr.items())}),
+    "placeholder": lambda proto: PlaceholderAttr(proto.placeholder),
+}
 
 
 def _decode_list(proto: AttrValue) -> Any:

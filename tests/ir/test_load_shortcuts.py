@@ -13,12 +13,12 @@ from google.protobuf.internal import encoder
 from compiler.backends.graphdef import emit_graphdef_bytes
 from compiler.errors import InputError
 from compiler.frontends.graphdef import load_graph_bytes
-from compiler.ir.attrs import AttrMap
+from compiler.ir.attrs import AttrMap, FuncAttr, PlaceholderAttr, RawAttr
 from compiler.ir.dtypes import DType
 from compiler.ir.op_registry import infer_result_types
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
 from compiler.ir.signatures import SignatureError
-from compiler.proto import graph_pb2, node_def_pb2, tensor_pb2
+from compiler.proto import attr_value_pb2, graph_pb2, node_def_pb2, tensor_pb2
 from compiler.proto.codec import decode_attr, tensor_dims
 from compiler.proto.wire import varint
 
@@ -121,3 +121,55 @@ def test_of_two_bad_tensors_the_first_by_name_is_named(order):
     for nodes in ([node("n", bad)], [node("m", good), node("n", bad)]):
         with pytest.raises(SignatureError, match=r"node 'n' \(MyCustomOp\): attribute 'a_t': tensor_content has 3 bytes"):
             _load(*nodes)
+
+
+def _node(name: str, op_type: str, attrs: str, inputs: str = "") -> str:
+    return f"node {{ name: '{name}' op: '{op_type}' {inputs} {attrs} }}"
+
+
+_X = _node("x", "Placeholder", "attr { key: 'dtype' value { type: DT_FLOAT } }")
+
+
+@pytest.mark.parametrize("good, bad, message", [
+    ("attr { key: 'T' value { type: DT_FLOAT } } attr { key: 'ksize' value { list { i: [1, 2, 2, 1] } } }"
+     " attr { key: 'strides' value { list { i: [1, 1, 1, 1] } } } attr { key: 'padding' value { s: 'SAME' } }",
+     "attr { key: 'T' value { type: DT_FLOAT } } attr { key: 'ksize' value { list { i: [1, 2, 2, 1] } } }"
+     " attr { key: 'strides' value { list { i: [1, 1, 1, 1] } } } attr { key: 'padding' value { s: 'ODD' } }",
+     "attribute 'padding' is 'ODD', allowed: EXPLICIT, SAME, VALID"),
+    ("attr { key: 'T' value { type: DT_FLOAT } } attr { key: 'ksize' value { list { i: [1, 2, 2, 1] } } }"
+     " attr { key: 'strides' value { list { i: [1, 1, 1, 1] } } } attr { key: 'padding' value { s: 'SAME' } }",
+     "attr { key: 'T' value { type: DT_BOOL } } attr { key: 'ksize' value { list { i: [1, 2, 2, 1] } } }"
+     " attr { key: 'strides' value { list { i: [1, 1, 1, 1] } } } attr { key: 'padding' value { s: 'SAME' } }",
+     "attribute 'T' is bool, allowed:"),
+])
+def test_an_op_differing_from_one_that_passed_in_a_scalar_attribute_is_checked(good, bad, message):
+    """Scalar attributes enter the check's key by kind and value: a different value is a different key."""
+    _load(_X, _node("a", "MaxPool", good, "input: 'x'"))
+    with pytest.raises(SignatureError, match=rf"node 'b' \(MaxPool\): {message}"):
+        _load(_X, _node("a", "MaxPool", good, "input: 'x'"), _node("b", "MaxPool", bad, "input: 'x'"))
+
+
+def test_an_int_below_its_minimum_fails_after_an_equal_op_with_a_valid_int():
+    ok = "attr { key: 'T' value { type: DT_FLOAT } } attr { key: 'N' value { i: 2 } }"
+    low = "attr { key: 'T' value { type: DT_FLOAT } } attr { key: 'N' value { i: 0 } }"
+    with pytest.raises(SignatureError, match=r"node 'b' \(AddN\): attribute 'N' is 0, less than its minimum 1"):
+        _load(_X, _node("a", "AddN", ok, "input: 'x' input: 'x'"), _node("b", "AddN", low))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("type: DT_INT8", DType.INT8),
+    ("type: 1234", RawAttr(attr_value_pb2.AttrValue(type=1234).SerializeToString())),
+    ("s: 'SAME'", "SAME"),
+    ("s: '\\377'", b"\xff"),
+    ("i: -3", -3),
+    ("f: 0.5", 0.5),
+    ("b: true", True),
+    ("shape { dim { size: 2 } dim { size: -1 } }", Shape((2, None))),
+    ("list { i: [1, 2] }", (1, 2)),
+    ("list { }", ()),
+    ("placeholder: 'T'", PlaceholderAttr("T")),
+    ("func { name: 'f' attr { key: 'k' value { i: 1 } } }", FuncAttr("f", {"k": 1})),
+    ("", RawAttr(b"")),
+])
+def test_every_attribute_kind_decodes_through_the_table(text, expected):
+    assert decode_attr(text_format.Parse(text, attr_value_pb2.AttrValue())) == expected

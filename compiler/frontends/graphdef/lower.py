@@ -63,7 +63,7 @@ def _parse_inputs(node: Any, where: str) -> tuple[list[tuple[str, int]], list[st
     """Split a node's input strings into data (name, port), control names, explicit `:0` slots."""
     data: list[tuple[str, int]] = []
     control: list[str] = []
-    explicit: set[int] = set()
+    explicit: list[int] = []
     for text in node.input[:]:  # a slice copies the repeated field in one go, faster than iterating it
         if text.startswith("^"):
             control.append(text[1:])
@@ -76,11 +76,14 @@ def _parse_inputs(node: Any, where: str) -> tuple[list[tuple[str, int]], list[st
         head, sep, tail = text.rpartition(":")
         if tail.isdigit():
             if tail == "0":
-                explicit.add(len(data))
+                explicit.append(len(data))
             data.append((head, int(tail)))
         else:
             data.append((text, 0))
-    return data, control, frozenset(explicit)
+    return data, control, frozenset(explicit) if explicit else _NO_SLOTS
+
+
+_NO_SLOTS: frozenset[int] = frozenset()
 
 
 _NOT_READ = (-1, "")
@@ -137,11 +140,16 @@ def _node_extras(node: Any) -> bytes:
 
 def _wire(by_name: dict[str, Op], op: Op, data: list[tuple[str, int]], control: list[str],
           explicit: frozenset[int], where: str) -> None:
+    """Operands and control dependencies, both ends of each edge (what `append_operand` and
+    `add_control_dep` record, without their checks: the op is new and its lists empty)."""
+    operands = op._operands
     for name, port in data:
         producer = by_name.get(name)
         if producer is None:
             raise InputError(f"{where}: node '{op.name}' reads '{name}', which is not in the graph")
-        op.append_operand(producer.results[port])
+        value = producer.results[port]
+        value.uses.append((op, len(operands)))
+        operands.append(value)
     for name in control:
         dep = by_name.get(name)
         if dep is None:
