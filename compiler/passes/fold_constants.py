@@ -212,7 +212,9 @@ def _foldable_ops(graph: Graph, fed: set[str]) -> set[Op]:
     unfoldable = set(blocked)
     while blocked:
         op = blocked.popleft()
-        for user in op.users + op.control_users:
+        readers = [user for value in op.results for user, _ in value.uses]  # repeats are harmless here
+        readers += op.control_users
+        for user in readers:
             if user not in unfoldable:
                 unfoldable.add(user)
                 blocked.append(user)
@@ -224,8 +226,9 @@ def _may_fold(op: Op, fed: set[str], library: set[str]) -> bool:
     kind = op.type
     if op.name in fed or kind in library or _never_folds(kind):
         return False
-    if any(v.dtype in _UNFOLDABLE_DTYPES for v in op.results):
-        return False
+    for value in op.results:  # a loop, not any(): asked of every op
+        if value.dtype in _UNFOLDABLE_DTYPES:
+            return False
     return kind == "Const" or kind in FORWARDING_OPS or has_kernel(kind)
 
 

@@ -33,25 +33,32 @@ class FoldOldBatchNorms(Pass):
         protected = node_names(ctx.inputs) | node_names(ctx.outputs)
         total = sum(1 for op in graph if op.type in BN_TYPES)
         result = PassResult()
-        folded = 0
-        for op in list(graph):
-            if op.graph is not graph or op.type not in CONV_TYPES:
-                continue
-            site = conv_site(op)
-            if site is None:
-                continue
-            steps = follow_chain(op, site.channels, site.layout, True, protected)
-            count = sum(1 for s in steps if s.is_bn)
-            if count:
-                fold_chain(graph, site, steps, protected)
-                result.sites += 1
-                folded += count
+        # Without a batch-norm op no conv's chain holds one: the convs need no look.
+        folded = fold_conv_chains(graph, protected, result) if total else 0
         result.changed = result.sites > 0
         result.note(f"folded {folded} of {total} batch-norm ops into convolution weights")
         for op in graph:
             if op.type in BN_TYPES:
                 result.note(f"kept '{op.name}' ({op.type}): {_why_kept(op)}")
         return result
+
+
+def fold_conv_chains(graph: Graph, protected: set[str], result: PassResult) -> int:
+    """Fold every conv's chain that holds batch-norm ops (a site each); returns how many BN ops went."""
+    folded = 0
+    for op in list(graph):
+        if op.graph is not graph or op.type not in CONV_TYPES:
+            continue
+        site = conv_site(op)
+        if site is None:
+            continue
+        steps = follow_chain(op, site.channels, site.layout, True, protected)
+        count = sum(1 for s in steps if s.is_bn)
+        if count:
+            fold_chain(graph, site, steps, protected)
+            result.sites += 1
+            folded += count
+    return folded
 
 
 def _why_kept(bn: Op) -> str:
