@@ -57,7 +57,12 @@ def _cases():
                 b("DenseBincount", ids, _ints(b, 6), b.const(np.zeros(0, np.float32)), Tidx=DType.INT32),
                 b("Bincount", b.const(np.asarray([1, 3, 3], np.int32)), _ints(b, 5), b.const(np.zeros(0, np.float32)))]
 
-    return [("bits_and_counts", bits_and_counts, {"x": RNG.standard_normal((2, 3)).astype(np.float32)}),
+    def sparse_to_dense(b):
+        return b("SparseToDense", _ints(b, [[0, 1], [2, 0]]), _ints(b, [3, 4]), b.input("v", [2]),
+                 b.const(np.float32(-1)), Tindices=DType.INT32)
+
+    return [("sparse_to_dense", sparse_to_dense, {"v": np.asarray([5, 6], np.float32)}),
+            ("bits_and_counts", bits_and_counts, {"x": RNG.standard_normal((2, 3)).astype(np.float32)}),
             ("top_k", top_k, {"x": RNG.standard_normal((2, 3, 7)).astype(np.float32)}),
             ("einsum", einsum, {"q": RNG.standard_normal((2, 5, 4)).astype(np.float32),
                                 "k": RNG.standard_normal((2, 6, 4)).astype(np.float32)}),

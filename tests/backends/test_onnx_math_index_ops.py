@@ -304,6 +304,20 @@ def test_dynamic_stitch_last_piece_wins(op):
     refused(b, list(feeds), out, rf"'{op}'.*opset 18", opset=17)
 
 
+@pytest.mark.parametrize("opset", [13, 17])
+def test_dynamic_partition_is_one_compress_per_partition(opset):
+    rng = np.random.default_rng(16)
+    b = Builder()
+    p1, p2 = b.input("p1", [5], DType.INT32), b.input("p2", [2, 3], DType.INT32)
+    d1, d2 = b.input("d1", [5, 2]), b.input("d2", [2, 3, 4], DType.INT64)
+    first = b("DynamicPartition", d1, p1, num_partitions=3)
+    second = b("DynamicPartition", d2, p2, num_partitions=2)
+    outputs = first + second
+    feeds = {"p1": np.asarray([2, 0, 2, 2, 1], np.int32), "p2": np.asarray([[1, 1, 0], [1, 0, 1]], np.int32),
+             "d1": rng.standard_normal((5, 2)).astype(np.float32), "d2": rng.integers(-9, 9, (2, 3, 4))}
+    assert check(b, feeds, outputs, opset=opset)["Compress"] == 5
+
+
 # -- counting and densifying -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("binary", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
@@ -491,3 +505,22 @@ def test_band_part_of_any_type(dtype):
     feed = np.random.default_rng(3).integers(0, 2 if dtype == DType.BOOL else 9, (2, 4, 4)).astype(dtype.to_numpy())
     counts = check(b, {"x": feed}, [out])
     assert ("And" in counts) == (dtype == DType.BOOL)
+
+
+# -- sequence decoding --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("merge_repeated", [False, True])
+@pytest.mark.parametrize("known", [True, False])
+def test_ctc_greedy_decoder(merge_repeated, known):
+    """Sparse coordinates, classes, dense shape and log probabilities as the kernel's: repeats,
+    blanks between them, a sequence cut short and an empty one; static and unknown sizes."""
+    rng = np.random.default_rng(17)
+    logits = rng.standard_normal((7, 4, 5)).astype(np.float32)
+    best = np.asarray([[1, 1, 3, 4], [1, 4, 3, 4], [0, 2, 3, 4], [1, 2, 1, 4], [3, 2, 2, 1], [3, 0, 2, 1],
+                       [2, 0, 4, 1]])
+    logits[np.arange(7)[:, None], np.arange(4)[None, :], best] += 5.0
+    b = Builder()
+    x = b.input("x", [7, 4, 5] if known else [None, None, 5])
+    lengths = b.input("lengths", [4] if known else [None], DType.INT32)
+    outs = b("CTCGreedyDecoder", x, lengths, merge_repeated=merge_repeated, blank_index=0)
+    counts = check(b, {"x": logits, "lengths": np.asarray([7, 5, 0, 6], np.int32)}, outs)
+    assert counts["NonZero"] == 1 and counts["ArgMax"] == 1

@@ -99,6 +99,16 @@ def test_dynamic_stitch_later_pieces_win():
         assert_matches(op, run_ours(op, indices + data, {"N": 2}), want)
 
 
+@pytest.mark.parametrize("shape", [(6,), (2, 3), ()])
+def test_dynamic_partition_keeps_row_order(shape):
+    rng = np.random.default_rng(8)
+    partitions = rng.integers(0, 3, shape).astype(I32)
+    data = rand(rng, shape + (2,), F32)
+    check("DynamicPartition", {"data": data, "partitions": partitions}, {"num_partitions": 3})
+    bad = np.full(shape, 3, I32)
+    assert not check_or_both_fail("DynamicPartition", {"data": data, "partitions": bad}, {"num_partitions": 3})
+
+
 # ---------------------------------------------------------------- reordering
 @pytest.mark.parametrize("shift, axis", [([2], [0]), ([-1, 3], [1, 2]), ([1, 2], [-1, -1]), ([7], [1]), ([], [])])
 def test_roll(shift, axis):
@@ -328,3 +338,18 @@ def test_bucketize_counts_boundaries_at_or_below_each_value():
     x[0, :4] = [-0.5, 0.0, 0.5, 1e9]
     check("Bucketize", {"input": x}, {"boundaries": [-0.5, 0.0, 0.5]})
     check("Bucketize", {"input": rng.integers(-5, 5, 9).astype(I32)}, {"boundaries": [-1.0, 2.0]})
+
+
+# ---------------------------------------------------------------- sequence decoding
+@pytest.mark.parametrize("merge_repeated", [False, True])
+@pytest.mark.parametrize("blank_index", [-1, 0, 2])
+def test_ctc_greedy_decoder(merge_repeated, blank_index):
+    """Repeats, blanks between repeats, a sequence cut short and an empty one."""
+    rng = np.random.default_rng(9)
+    logits = rand(rng, (7, 4, 5))
+    best = np.asarray([[1, 1, 3, 4], [1, 4, 3, 4], [0, 2, 3, 4], [1, 2, 1, 4], [3, 2, 2, 1], [3, 0, 2, 1],
+                       [2, 0, 4, 1]])
+    logits[np.arange(7)[:, None], np.arange(4)[None, :], best] += 5.0  # a clear winner each step
+    lengths = np.asarray([7, 5, 0, 6], I32)
+    check("CTCGreedyDecoder", {"inputs": logits, "sequence_length": lengths},
+          {"merge_repeated": merge_repeated, "blank_index": blank_index})

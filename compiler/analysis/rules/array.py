@@ -243,6 +243,16 @@ def _unique(facts: OpFacts) -> Optional[list[Shape]]:
     return shapes + [Shape((None,))] if facts.op.type == "UniqueWithCounts" else shapes
 
 
+@shape_rule("DynamicPartition")
+def _dynamic_partition(facts: OpFacts) -> Optional[list[Shape]]:
+    """num_partitions results, each the rows (over the partitions' axes) given its number:
+    how many is data-dependent, the row shape is data's beyond those axes."""
+    dims, axes = facts.dims(0), facts.rank(1)
+    row = None if dims is None or axes is None else dims[axes:]
+    shape = UNKNOWN_SHAPE if row is None else Shape((None,) + row)
+    return [shape] * len(facts.op.results)
+
+
 @shape_rule("ListDiff")
 def _list_diff(facts: OpFacts) -> Optional[list[Shape]]:
     """The elements of x not in y and their positions: how many is data-dependent."""
@@ -439,6 +449,18 @@ def _one_hot(facts: OpFacts) -> Optional[list[Shape]]:
 def _bincount(facts: OpFacts) -> Optional[list[Shape]]:
     size = facts.ints(1)
     return [Shape((None if size is None else size[0],))]
+
+
+@shape_rule("SparseToDense")
+def _sparse_to_dense(facts: OpFacts) -> Optional[list[Shape]]:
+    """The output_shape operand's value; its length gives the rank when only that is known."""
+    dims = facts.ints(1)
+    if dims is not None:
+        return [Shape(tuple(dims))]
+    length = facts.dims(1)
+    if length is None or len(length) != 1 or length[0] is None:
+        return None
+    return [Shape((None,) * length[0])]
 
 
 @shape_rule("DenseBincount")

@@ -116,3 +116,12 @@ def _batch_matmul(facts: OpFacts) -> Optional[list[Shape]]:
     n = b[-2] if facts.attr("adj_y", False) else b[-1]
     batch = broadcast([Shape(a[:-2]), Shape(b[:-2])])
     return None if batch.dims is None else [Shape(batch.dims + (m, n))]
+
+
+@shape_rule("CTCGreedyDecoder")
+def _ctc_greedy_decoder(facts: OpFacts) -> Optional[list[Shape]]:
+    """Sparse: as many (batch, position) coordinates and classes as the data keeps, the dense
+    shape, and one log probability per sequence."""
+    dims = facts.dims(0)
+    batch = None if dims is None or len(dims) != 3 else dims[1]
+    return [Shape((None, 2)), Shape((None,)), Shape((2,)), Shape((batch, 1))]

@@ -272,7 +272,35 @@ def _segment_sizes(ctx: LoweringContext, op: Op, count: str, rows: _Rows) -> str
     return ctx.helper1(op, "sizes_rows", "Unsqueeze", [sizes, ctx.ints(range(1, trailing + 1), f"{op.name}/rows")])
 
 
-# -- stitching ------------------------------------------------------------------------------------
+# -- stitching and partitioning ------------------------------------------------------------------
+def _rows(ctx: LoweringContext, op: Op, data: str, rank: int, tag: str) -> str:
+    """`data` with its first `rank` axes (those an index tensor of that rank covers) made one."""
+    if ctx.opset >= 15:
+        tail = ctx.helper1(op, f"tail{tag}", "Shape", [data], start=rank)
+    else:
+        tail = ctx.helper1(op, f"tail{tag}", "Slice", [ctx.helper1(op, f"shape{tag}", "Shape", [data]),
+                                                      ctx.ints([rank], f"{op.name}/rank{tag}"),
+                                                      ctx.ints([np.iinfo(np.int64).max], "to_end")])
+    shape = ctx.helper1(op, f"rows_shape{tag}", "Concat", [ctx.ints([-1], "flat"), tail], axis=0)
+    return ctx.helper1(op, f"rows{tag}", "Reshape", [data, shape])
+
+
+@lowers("DynamicPartition")
+def _dynamic_partition(ctx: LoweringContext, op: Op) -> None:
+    """outputs[i] = the rows of data whose partition is i: one Compress per partition, the
+    partitions (and data's axes they cover) flattened to one axis first."""
+    rank = ctx.rank(op.operands[1])
+    if rank is None:
+        raise UnsupportedOpError(op.type, op.name, "the partitions' rank is unknown")
+    partitions, data = ctx.operand(op, 1), ctx.operand(op, 0)
+    if rank != 1:
+        partitions = ctx.helper1(op, "flat_partitions", "Reshape", [partitions, ctx.ints([-1], "flat")])
+        data = _rows(ctx, op, data, rank, "")
+    dtype = ctx.dtype(op.operands[1])
+    for i, result in enumerate(op.results):
+        chosen = ctx.helper1(op, f"is_{i}", "Equal", [partitions, ctx.scalar(i, dtype, f"{op.name}/number{i}")])
+        ctx.bind(result, ctx.helper1(op, f"part{i}", "Compress", [data, chosen], axis=0))
+
 @lowers("DynamicStitch", "ParallelDynamicStitch")
 def _dynamic_stitch(ctx: LoweringContext, op: Op) -> None:
     """result[indices[m][i]] = data[m][i], the last piece winning a slot as in TF: each slot's
@@ -290,9 +318,7 @@ def _dynamic_stitch(ctx: LoweringContext, op: Op) -> None:
         index, data = int64_operand(ctx, op, m, flat=False), ctx.operand(op, half + m)
         if rank != 1:  # a vector of indices already lists rows
             index = ctx.helper1(op, f"index{m}", "Reshape", [index, ctx.ints([-1], "flat")])
-            tail = ctx.helper1(op, f"tail{m}", "Shape", [data], start=rank)
-            rows = ctx.helper1(op, f"rows_shape{m}", "Concat", [ctx.ints([-1], "flat"), tail], axis=0)
-            data = ctx.helper1(op, f"rows{m}", "Reshape", [data, rows])
+            data = _rows(ctx, op, data, rank, str(m))  # type: ignore[arg-type]
         flat_index.append(index)
         flat_data.append(data)
     index = flat_index[0] if half == 1 else ctx.helper1(op, "index", "Concat", flat_index, axis=0)

@@ -209,6 +209,21 @@ def _dynamic_stitch(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     return [out]
 
 
+@kernel("DynamicPartition")
+def _dynamic_partition(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """outputs[i] = the rows of data (over partitions' axes) whose partition is i, in order."""
+    data, partitions = inputs
+    count = int(attrs.get("num_partitions", 0))  # type: ignore[call-overload]
+    if data.shape[:partitions.ndim] != partitions.shape:
+        raise KernelError(f"partitions of shape {list(partitions.shape)} do not prefix data of shape "
+                          f"{list(data.shape)}")
+    flat = partitions.reshape(-1)
+    if flat.size and (flat.min() < 0 or flat.max() >= count):
+        raise KernelError(f"partitions must be in [0, {count})")
+    rows = data.reshape((flat.size,) + data.shape[partitions.ndim:])
+    return [rows[flat == i] for i in range(count)]
+
+
 # ---------------------------------------------------------------- counting and densifying
 
 
