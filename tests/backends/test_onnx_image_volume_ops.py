@@ -242,6 +242,19 @@ def test_rgb_to_hsv_and_back(dtype: DType):
     assert counts["Concat"] == 3 and "Transpose" not in counts
 
 
+def test_adjust_saturation_and_hue():
+    """Through HSV and back; TF's kernels return through another, equal formula, so floats may
+    differ by a few ulps of the largest channel."""
+    pixels = np.random.default_rng(4).uniform(0, 1, (2, 4, 5, 3)).astype(np.float32)
+    pixels[0, 0] = [[0.5, 0.5, 0.5], [1, 0, 0], [0, 1, 0], [0, 0, 1], [0.2, 0.7, 0.7]]
+    b = Builder()
+    x = b.input("x", [2, 4, 5, 3])
+    outputs = [b("AdjustSaturation", x, b.const(np.float32(scale))) for scale in (0.0, 0.6, 2.5)]
+    outputs += [b("AdjustHue", x, b.const(np.float32(delta))) for delta in (-0.7, 0.0, 0.25, 0.9)]
+    counts = check(b, {"x": pixels}, outputs)
+    assert counts["Concat"] == 7 and "Transpose" not in counts
+
+
 def test_colour_space_of_half_is_refused():
     b = Builder()
     y = b("RGBToHSV", b.input("x", [4, 3], DType.HALF))

@@ -353,10 +353,11 @@ class _Channels:
     """An image's R, G, B (or H, S, V) as size-1 slices of its last axis, and helpers that emit
     elementwise nodes and constants of its type."""
 
-    def __init__(self, ctx: LoweringContext, op: Op) -> None:
+    def __init__(self, ctx: LoweringContext, op: Op, types: tuple[DType, ...] = (DType.FLOAT, DType.DOUBLE)) -> None:
         rank, dtype = ctx.rank(op.operands[0]), ctx.dtype(op.operands[0])
-        if rank is None or dtype not in (DType.FLOAT, DType.DOUBLE):
-            raise UnsupportedOpError(op.type, op.name, f"needs float32 or float64 images of known rank, not {dtype}")
+        if rank is None or dtype not in types:
+            names = " or ".join({DType.FLOAT: "float32", DType.DOUBLE: "float64"}[t] for t in types)
+            raise UnsupportedOpError(op.type, op.name, f"needs {names} images of known rank, not {dtype}")
         self.ctx, self.op, self.dtype, self.axis = ctx, op, dtype, rank - 1
         self.parts = opset.split(ctx, op, ctx.value_in(op.operands[0]), rank - 1, 3, suffix="channels")
 
@@ -372,10 +373,13 @@ class _Channels:
 
 @lowers("RGBToHSV")
 def _rgb_to_hsv(ctx: LoweringContext, op: Op) -> None:
+    c = _Channels(ctx, op)
+    c.bind(list(_hsv_of(c, *c.parts)))
+
+
+def _hsv_of(c: _Channels, r: str, g: str, b: str) -> tuple[str, str, str]:
     """TF's colorspace_op, operation for operation: value the largest channel, saturation the
     spread over it, hue from the largest channel's sextant, wrapped into [0, 1)."""
-    c = _Channels(ctx, op)
-    r, g, b = c.parts
     zero = c.const(0)
     value = c("value", "Max", r, g, b)
     span = c("span", "Sub", value, c("lowest", "Min", r, g, b))
@@ -387,25 +391,55 @@ def _rgb_to_hsv(ctx: LoweringContext, op: Op) -> None:
     hue = c("hue", "Where", c("r_top", "Equal", r, value), from_r,
             c("g_or_b", "Where", c("g_top", "Equal", g, value), from_g, from_b))
     hue = c("hue_grey", "Where", c("coloured", "Greater", span, zero), hue, zero)
-    hue = c("hue_wrapped", "Where", c("negative", "Less", hue, zero), c("hue_plus_1", "Add", hue, c.const(1)), hue)
-    c.bind([hue, saturation, value])
+    return _wrapped_below(c, hue, "hue_wrapped"), saturation, value
+
+
+def _wrapped_below(c: _Channels, hue: str, name: str) -> str:
+    """A hue below 0 turned once round the circle."""
+    return c(name, "Where", c(f"{name}_negative", "Less", hue, c.const(0)),
+             c(f"{name}_plus_1", "Add", hue, c.const(1)), hue)
 
 
 @lowers("HSVToRGB")
 def _hsv_to_rgb(ctx: LoweringContext, op: Op) -> None:
+    c = _Channels(ctx, op)
+    c.bind(_rgb_of(c, *c.parts))
+
+
+def _rgb_of(c: _Channels, h: str, s: str, v: str) -> list[str]:
     """TF's colorspace_op: each channel's weight a clipped tent of 6 h, mixed with grey by the
     saturation and scaled by the value."""
-    c = _Channels(ctx, op)
-    h, s, v = c.parts
     dh = c("dh", "Mul", h, c.const(6))
     zero, one, two = c.const(0), c.const(1), c.const(2)
     tents = [c("tent_r", "Sub", c("abs_r", "Abs", c("dh_3", "Sub", dh, c.const(3))), one),
              c("tent_g", "Sub", two, c("abs_g", "Abs", c("dh_2", "Sub", dh, two))),
              c("tent_b", "Sub", two, c("abs_b", "Abs", c("dh_4", "Sub", dh, c.const(4))))]
     grey = c("grey", "Sub", one, s)
-    channels = [c(f"{n}", "Mul", c(f"{n}_mix", "Add", grey, c(f"{n}_s", "Mul", s, c(f"{n}_w", "Clip", t, zero, one))), v)
-                for n, t in zip("rgb", tents)]
-    c.bind(channels)
+    return [c(f"{n}", "Mul", c(f"{n}_mix", "Add", grey, c(f"{n}_s", "Mul", s, c(f"{n}_w", "Clip", t, zero, one))), v)
+            for n, t in zip("rgb", tents)]
+
+
+@lowers("AdjustSaturation")
+def _adjust_saturation(ctx: LoweringContext, op: Op) -> None:
+    """To HSV, the saturation scaled and clamped to [0, 1], back to RGB.  TF's kernel returns
+    through chroma and sextant; the tents here are the same function, rounded in another order
+    (a few float32 ulps)."""
+    c = _Channels(ctx, op, (DType.FLOAT,))
+    h, s, v = _hsv_of(c, *c.parts)
+    scaled = c("scaled_saturation", "Clip", c("times_scale", "Mul", s, ctx.operand(op, 1)), c.const(0), c.const(1))
+    c.bind(_rgb_of(c, h, scaled, v))
+
+
+@lowers("AdjustHue")
+def _adjust_hue(ctx: LoweringContext, op: Op) -> None:
+    """To HSV, delta (a fraction of the circle) added to the hue and wrapped into [0, 1), back to
+    RGB.  TF's kernel rotates in its hue-range form; the result agrees within float32 rounding."""
+    c = _Channels(ctx, op, (DType.FLOAT,))
+    h, s, v = _hsv_of(c, *c.parts)
+    turned = _wrapped_below(c, c("turned_hue", "Add", h, ctx.operand(op, 1)), "turned_up")
+    past_one = c("past_one", "GreaterOrEqual", turned, c.const(1))
+    turned = c("turned_down", "Where", past_one, c("turned_minus_1", "Sub", turned, c.const(1)), turned)
+    c.bind(_rgb_of(c, turned, s, v))
 
 
 @lowers("AdjustContrastv2", layout=AGNOSTIC)
