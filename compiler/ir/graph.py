@@ -64,7 +64,8 @@ class Value:
         moved = self.uses
         self.uses = []
         for op, i in moved:
-            op._operands[i] = new
+            operands = op._operands
+            op._operands = (*operands[:i], new, *operands[i + 1:])
             new.uses.append((op, i))
         return len(moved)
 
@@ -84,7 +85,7 @@ class Op:
         self.type = type
         self._name = name
         self.attrs = attrs
-        self._operands: list[Value] = []
+        self._operands: tuple[Value, ...] = ()  # a tuple, replaced on change: `operands` hands it out uncopied
         self.results: list[Value] = []
         self._control_deps: list[Op] = []
         self.control_users: list[Op] = []
@@ -140,12 +141,13 @@ class Op:
 
     # -- operand mutation ----------------------------------------------------
     def set_operand(self, index: int, value: Value) -> None:
-        old = self._operands[index]
+        operands = self._operands
+        old = operands[index]
         if old is value:
             return
         StructureClock.ticks += 1
         old.uses.remove((self, index))
-        self._operands[index] = value
+        self._operands = (*operands[:index], value, *operands[index + 1:])
         value.uses.append((self, index))
         self.explicit_port0 = self.explicit_port0 - {index}
 
@@ -153,14 +155,14 @@ class Op:
         """Replace the whole operand list (use-lists follow)."""
         StructureClock.ticks += 1
         self._drop_operand_uses()
-        self._operands = list(values)
+        self._operands = tuple(values)
         for i, v in enumerate(self._operands):
             v.uses.append((self, i))
         self.explicit_port0 = frozenset()
 
     def append_operand(self, value: Value) -> None:
         StructureClock.ticks += 1
-        self._operands.append(value)
+        self._operands = (*self._operands, value)
         value.uses.append((self, len(self._operands) - 1))
 
     def _drop_operand_uses(self) -> None:
@@ -512,7 +514,7 @@ class Graph:
             new.explicit_port0 = op.explicit_port0
             new.results = [Value(new, v.index, v.dtype, v.shape) for v in op.results]
         for op, new in zip(ops, copies):
-            operands = [mapping[v.op].results[v.index] for v in op._operands]
+            operands = tuple([mapping[v.op].results[v.index] for v in op._operands])
             new._operands = operands
             for i, value in enumerate(operands):
                 value.uses.append((new, i))
@@ -544,7 +546,7 @@ def _detach(op: Op) -> None:
     """Drop `op`'s operands and control dependencies, both ends of each edge (ops being erased)."""
     if op._operands:
         op._drop_operand_uses()
-        op._operands = []
+        op._operands = ()
     if op._control_deps:
         op.set_control_deps(())
 
@@ -554,7 +556,7 @@ def _break_cycles(op: Op) -> None:
     for value in op.results:
         value.uses = []
     op.results = []
-    op._operands = []
+    op._operands = ()
     op._control_deps = []
     op.control_users = []
     op._prev = op._next = None
@@ -574,7 +576,7 @@ class Checkpoint:
         self.graph = graph
         self.ops = list(graph)
         # Control lists are mostly empty: kept as () rather than copied.
-        self.op_states = [(op.type, op._name, op.attrs, op.attrs.contents(), op._operands[:], op.results[:],
+        self.op_states = [(op.type, op._name, op.attrs, op.attrs.contents(), tuple(op._operands), op.results[:],
                            op._control_deps[:] if op._control_deps else (),
                            op.control_users[:] if op.control_users else (), op.device, op.extras, op.explicit_port0)
                           for op in self.ops]
@@ -591,7 +593,7 @@ class Checkpoint:
             (op.type, op._name, op.attrs, contents, operands, results, deps, users, op.device, op.extras,
              op.explicit_port0) = state
             op.attrs.restore_contents(contents)
-            op._operands, op.results, op._control_deps, op.control_users = operands[:], results[:], list(deps), list(users)
+            op._operands, op.results, op._control_deps, op.control_users = operands, results[:], list(deps), list(users)
         for value, op, index, dtype, shape, uses in self.value_states:
             value.op, value.index, value.dtype, value.shape, value.uses = op, index, dtype, shape, uses[:]
         self._drop_new_ops()

@@ -142,7 +142,7 @@ def _wire(by_name: dict[str, Op], op: Op, data: list[tuple[str, int]], control: 
           explicit: frozenset[int], where: str) -> None:
     """Operands and control dependencies, both ends of each edge (what `append_operand` and
     `add_control_dep` record, without their checks: the op is new and its lists empty)."""
-    operands = op._operands
+    operands: list[Value] = []
     for name, port in data:
         producer = by_name.get(name)
         if producer is None:
@@ -150,6 +150,7 @@ def _wire(by_name: dict[str, Op], op: Op, data: list[tuple[str, int]], control: 
         value = producer.results[port]
         value.uses.append((op, len(operands)))
         operands.append(value)
+    op._operands = tuple(operands)
     for name in control:
         dep = by_name.get(name)
         if dep is None:
