@@ -7,6 +7,8 @@ transposed mask; a running count along time numbers them within their sequence.
 """
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 import numpy as np
 
 from compiler.backends.onnx import opset
@@ -18,8 +20,6 @@ from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
 from compiler.runtime.kernels.ctc import blank_class
-
-_TO_END = np.iinfo(np.int64).max
 
 
 @lowers("CTCGreedyDecoder")
@@ -53,7 +53,7 @@ def _ctc_greedy_decoder(ctx: LoweringContext, op: Op) -> None:
     ctx.bind(op.results[2], _dense_shape(ctx, op, dims, running, lengths))
 
 
-def _step_column(ctx: LoweringContext, op: Op, steps, logits: str) -> str:
+def _step_column(ctx: LoweringContext, op: Op, steps: Optional[int], logits: str) -> str:
     """[[0], [1], ..., [max_time - 1]] (int64), a constant when max_time is known."""
     if steps is not None:
         return ctx.initializer(np.arange(steps, dtype=np.int64).reshape(steps, 1), f"{op.name}/steps")
@@ -77,7 +77,7 @@ def _not_equal(ctx: LoweringContext, op: Op, a: str, b: str, name: str) -> str:
     return ctx.helper1(op, name, "Not", [ctx.helper1(op, f"{name}_equal", "Equal", [a, b])])
 
 
-def _changed(ctx: LoweringContext, op: Op, best: str, batch, lengths: str) -> str:
+def _changed(ctx: LoweringContext, op: Op, best: str, batch: Optional[int], lengths: str) -> str:
     """Whether each step's best class differs from the step before (the first step's always does)."""
     if batch is not None:
         before_first = ctx.initializer(np.full((1, batch), -1, np.int64), f"{op.name}/before_first")
@@ -91,7 +91,8 @@ def _changed(ctx: LoweringContext, op: Op, best: str, batch, lengths: str) -> st
     return _not_equal(ctx, op, best, previous, "changed")
 
 
-def _dense_shape(ctx: LoweringContext, op: Op, dims, running: str, lengths: str) -> str:
+def _dense_shape(ctx: LoweringContext, op: Op, dims: Sequence[Optional[int]], running: str, lengths: str
+                 ) -> str:
     """[batch, longest kept sequence]; the max is clamped at 0 unless steps and batch are known
     non-empty (a reduction over nothing is the lowest int64)."""
     longest = opset.reduce(ctx, op, "ReduceMax", running, [0, 1], True, suffix="longest")

@@ -20,7 +20,7 @@ from compiler.backends.onnx import opset
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.ops_array import depth_positions, int64_operand
+from compiler.backends.onnx.ops_array import INT64_MAX, depth_positions, int64_operand
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
@@ -280,7 +280,7 @@ def _rows(ctx: LoweringContext, op: Op, data: str, rank: int, tag: str) -> str:
     else:
         tail = ctx.helper1(op, f"tail{tag}", "Slice", [ctx.helper1(op, f"shape{tag}", "Shape", [data]),
                                                       ctx.ints([rank], f"{op.name}/rank{tag}"),
-                                                      ctx.ints([np.iinfo(np.int64).max], "to_end")])
+                                                      ctx.ints([INT64_MAX], "to_end")])
     shape = ctx.helper1(op, f"rows_shape{tag}", "Concat", [ctx.ints([-1], "flat"), tail], axis=0)
     return ctx.helper1(op, f"rows{tag}", "Reshape", [data, shape])
 
