@@ -170,6 +170,23 @@ def test_tf_transpose_costs_no_node():
     np.testing.assert_array_equal(run_onnx(result.model, {"x": x})["y"], np.maximum(x, 0))
 
 
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_stacked_convolutions_convert_once(axis: int):
+    """Keras TimeDistributed(Conv2D) stacks per-slice convolutions: the stack is built
+    channels-first and converted back once, not once per slice."""
+    rng = np.random.default_rng(5)
+    b = Builder()
+    x = b.input("x", [1, 4, 4, 3])
+    convs = [b("Relu", b("Conv2D", x, b.const(_weights(rng, 3, 3, 3, 2)), strides=[1, 1, 1, 1], padding="SAME"))
+             for _ in range(3)]
+    y = b("Pack", *convs, convs[0], axis=axis, N=4)
+    result = export_with_report(b.graph, ["x"], [y.name])
+    assert result.report.transpose_count == 2
+    feeds = {"x": rng.standard_normal((1, 4, 4, 3)).astype(np.float32)}
+    expected = Interpreter(b.graph).run(feeds, [y.name])[y.name]
+    np.testing.assert_allclose(run_onnx(result.model, feeds)[y.name], expected, rtol=1e-5, atol=1e-6)
+
+
 def test_layout_permutation_algebra():
     nchw = layout.channels_first(4)
     assert nchw == (0, 3, 1, 2)

@@ -134,18 +134,22 @@ def _expand_dims(ctx: LoweringContext, op: Op) -> None:
         raise UnsupportedOpError(op.type, op.name, "the input rank is unknown")
     at = axis % (rank + 1)
     found = ctx.lowered(x)
-    wanted = ctx.wanted(op.results[0])
-    if wanted is not None and layout.after_removing(wanted, [at], rank + 1) == layout.normalize(found.perm):
-        stored = layout.full(wanted, rank + 1).index(at)
-        out = ctx.emit1(op, "Unsqueeze", [found.tensor, ctx.ints([stored], f"{op.name}/axes")])
-        ctx.bind(op.results[0], out, wanted)
-        return
-    if found.perm is None:
-        ctx.bind(op.results[0], ctx.emit1(op, "Unsqueeze", [found.tensor, ctx.ints([at], f"{op.name}/axes")]))
-        return
-    shifted = [a if a < at else a + 1 for a in found.perm]
-    out = ctx.emit1(op, "Unsqueeze", [found.tensor, ctx.ints([rank], f"{op.name}/axes")])
-    ctx.bind(op.results[0], out, layout.normalize(shifted + [at]))
+    stored, perm = _new_axis_layout(ctx, op.results[0], layout.normalize(found.perm), at, rank + 1)
+    out = ctx.emit1(op, "Unsqueeze", [found.tensor, ctx.ints([stored], f"{op.name}/axes")])
+    ctx.bind(op.results[0], out, perm)
+
+
+def _new_axis_layout(ctx: LoweringContext, result: Value, inner: Perm, at: int, rank: int) -> tuple[int, Perm]:
+    """Where logical axis `at` of a rank-`rank` result goes in storage when the rest is stored as
+    `inner`, and the result's layout: where its readers want the axis if the rest then stays put,
+    at `at` for TF order, else last."""
+    wanted = ctx.wanted(result)
+    if wanted is not None and layout.after_removing(wanted, [at], rank) == inner:
+        return layout.full(wanted, rank).index(at), wanted
+    if inner is None:
+        return at, None
+    shifted = [a if a < at else a + 1 for a in inner]
+    return rank - 1, layout.normalize(shifted + [at])
 
 
 @lowers("Transpose")
@@ -174,13 +178,19 @@ def _concat(ctx: LoweringContext, op: Op) -> None:
 
 @lowers("Pack")
 def _pack(ctx: LoweringContext, op: Op) -> None:
+    """Stacked in the layout most of its inputs are stored in, so per-slice convolutions (Keras
+    TimeDistributed) stack channels-first and convert once, not once per slice."""
     rank = ctx.rank(op.results[0])
     if rank is None:
         raise UnsupportedOpError(op.type, op.name, "the input rank is unknown")
     at = int(op.attr("axis", 0)) % rank
-    axes = ctx.ints([at], f"{op.name}/axes")
-    lifted = [ctx.helper1(op, f"lift{i}", "Unsqueeze", [ctx.value_in(v), axes]) for i, v in enumerate(op.operands)]
-    ctx.bind(op.results[0], ctx.emit1(op, "Concat", lifted, axis=at))
+    inner = layout.choose([(ctx.lowered(v).perm, ctx.rank(v)) for v in op.operands if not ctx.is_constant(v)],
+                          rank - 1)
+    stored, perm = _new_axis_layout(ctx, op.results[0], inner, at, rank)
+    axes = ctx.ints([stored], f"{op.name}/axes")
+    lifted = [ctx.helper1(op, f"lift{i}", "Unsqueeze", [ctx.value_in(v, inner), axes])
+              for i, v in enumerate(op.operands)]
+    ctx.bind(op.results[0], ctx.emit1(op, "Concat", lifted, axis=stored), perm)
 
 
 @lowers("Unpack")
