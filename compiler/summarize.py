@@ -22,7 +22,9 @@ from compiler.ir.shapes import Shape
 from compiler.ir.tensor import Tensor
 
 # summarize_graph_main.cc's unlikely_output_types, plus side-effect sinks that never carry a model's result.
-NOT_OUTPUT_OPS = frozenset({"Const", "Assign", "NoOp", "Placeholder",
+# Graph inputs; PlaceholderV2 is how GraphDefs before version 23 spelled Placeholder.
+INPUT_OPS = frozenset({"Placeholder", "PlaceholderV2"})
+NOT_OUTPUT_OPS = INPUT_OPS | frozenset({"Const", "Assign", "NoOp",
                             "Assert", "AssignVariableOp", "SaveV2", "Save", "SaveSlices"})
 VARIABLE_OPS = frozenset({"Variable", "VariableV2", "VarHandleOp"})
 TF1_CONTROL_FLOW_OPS = frozenset({"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond",
@@ -71,7 +73,7 @@ def summarize_graph(graph: Graph) -> GraphSummary:
     const_tensors = [t for t in (op.attr("value") for op in consts) if isinstance(t, Tensor)]
     return GraphSummary(
         node_count=len(ops),
-        inputs=[node_info(op) for op in ops if op.type == "Placeholder"],
+        inputs=[node_info(op) for op in ops if op.type in INPUT_OPS],
         variables=[node_info(op) for op in ops if op.type in VARIABLE_OPS],
         outputs=[node_info(op) for op in ops if not op.has_uses and op.type not in NOT_OUTPUT_OPS],
         op_counts=sorted(all_op_types.items(), key=lambda item: (-item[1], item[0])),

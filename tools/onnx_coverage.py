@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-# What compiler/runtime/op_eval.evaluate_op answers without a kernel (placeholders are fed).
-_EVALUATED_DIRECTLY = frozenset({"Const", "Placeholder", "PlaceholderWithDefault"})
+# What compiler/runtime/op_eval.evaluate_op answers without a kernel: constants, and what the caller
+# feeds (placeholders; an input pipeline's reader, whose results the graph is cut at).
+_EVALUATED_DIRECTLY = frozenset({"Const", "Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,10 @@ def render(cov: Coverage, tf2onnx_version: str, registry_note: str) -> str:
         "",
         "## TF op types tf2onnx converts",
         "",
+        "Placeholders and the ops of an input pipeline (dataset iterators, queues and their readers) count "
+        "as handled the way tf2onnx handles them: the graph is cut at a reader's results, which become graph "
+        "inputs (`--inputs IteratorGetNext:0,IteratorGetNext:1`); left uncut, they get an error saying so.",
+        "",
         *_table(cov.tf_rows),
         "",
         "## tf2onnx-internal names",
@@ -157,12 +162,14 @@ def gttc_lowered() -> set[str]:
 
 def gttc_runtime() -> set[str]:
     """Op types the runtime can execute: kernels plus what the interpreter does itself."""
+    from compiler.graphutil import input_pipeline
     from compiler.runtime.control_flow import TF1_CONTROL_FLOW_OPS
     from compiler.runtime.functions import FUNCTIONAL_OPS
     from compiler.runtime.kernels import KERNELS
     from compiler.runtime.op_eval import FORWARDING_OPS
 
-    return set(KERNELS) | TF1_CONTROL_FLOW_OPS | FUNCTIONAL_OPS | FORWARDING_OPS | _EVALUATED_DIRECTLY
+    return (set(KERNELS) | TF1_CONTROL_FLOW_OPS | FUNCTIONAL_OPS | FORWARDING_OPS | _EVALUATED_DIRECTLY
+            | input_pipeline.READERS | input_pipeline.SOURCES)
 
 
 def is_registered_tf_op(name: str) -> bool:

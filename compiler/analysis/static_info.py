@@ -90,7 +90,7 @@ def analyze(ops: Iterable[Op], inputs: Mapping[Value, Optional[Shape]] = (),
 
 
 def _stated_input_shape(value: Value) -> Shape:
-    if value.op.type in ("Placeholder", "PlaceholderWithDefault"):
+    if value.op.type in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault"):
         shape = value.op.attr("shape")
         if isinstance(shape, Shape):
             return merge_shapes(shape, value.shape)

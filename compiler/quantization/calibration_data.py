@@ -18,6 +18,7 @@ import numpy as np
 from compiler.errors import InputError
 from compiler.ir.graph import Graph
 from compiler.runtime.random_inputs import declared_shape, input_value, read_npz
+from compiler.summarize import INPUT_OPS
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class CalibrationSet:
 
 def input_specs(graph: Graph, inputs: Sequence[str]) -> list[InputSpec]:
     """The given input nodes, or every Placeholder when none are given."""
-    names = list(inputs) or [op.name for op in graph if op.type == "Placeholder"]
+    names = list(inputs) or [op.name for op in graph if op.type in INPUT_OPS]
     if not names:
         raise InputError("the graph has no Placeholder inputs to calibrate with; give --inputs")
     return [InputSpec(name, _declared_dims(graph, name)) for name in names]

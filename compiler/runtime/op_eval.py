@@ -11,6 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from compiler.errors import GttcError
+from compiler.graphutil import input_pipeline
 from compiler.ir.graph import Op
 from compiler.limits import ResourceLimitError, check_tensor_size, max_tensor_bytes
 from compiler.runtime.kernels import KERNELS, KernelError, get_kernel
@@ -82,8 +83,10 @@ def evaluate_op(op: Op, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The results of a data op (no control flow, no function calls) on `inputs`."""
     if op.type == "Const":
         return [const_value(op)]
-    if op.type in ("Placeholder", "_Arg"):
+    if op.type in ("Placeholder", "PlaceholderV2", "_Arg"):
         raise InterpreterError(f"placeholder '{op.name}' ({op.type}) is not fed")
+    if op.type in input_pipeline.READERS or op.type in input_pipeline.SOURCES:
+        raise InterpreterError(input_pipeline.feed_hint(op.name, op.type))
     if op.type == "PlaceholderWithDefault":
         return [inputs[0]]
     if op.type in FORWARDING_OPS:

@@ -13,7 +13,7 @@ from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
 from compiler.runtime.kernels.array import SLICE_MASKS, strided_slice_index
 
 
-@shape_rule("Placeholder", "PlaceholderWithDefault")
+@shape_rule("Placeholder", "PlaceholderV2", "PlaceholderWithDefault")
 def _placeholder(facts: OpFacts) -> Optional[list[Shape]]:
     shape = facts.attr("shape")
     return [shape if isinstance(shape, Shape) else UNKNOWN_SHAPE]

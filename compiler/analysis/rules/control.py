@@ -7,7 +7,8 @@ from compiler.analysis.rules.registry import OpFacts, shape_rule
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
 
 
-def _stated(facts: OpFacts) -> Optional[list[Shape]]:
+def stated_shapes(facts: OpFacts) -> Optional[list[Shape]]:
+    """The result shapes an op lists in its `output_shapes` attribute (None if it lists another count)."""
     stated = facts.attr("output_shapes", ())
     count = len(facts.op.results)
     if len(stated) != count:
@@ -17,13 +18,13 @@ def _stated(facts: OpFacts) -> Optional[list[Shape]]:
 
 @shape_rule("If", "StatelessIf")
 def _if(facts: OpFacts) -> Optional[list[Shape]]:
-    return _stated(facts)
+    return stated_shapes(facts)
 
 
 @shape_rule("While", "StatelessWhile")
 def _while(facts: OpFacts) -> Optional[list[Shape]]:
     """Loop variables keep their shape unless the loop says otherwise (shape invariants)."""
-    stated = _stated(facts)
+    stated = stated_shapes(facts)
     if stated is not None:
         return stated
     return list(facts.shapes[: len(facts.op.results)])

@@ -18,7 +18,7 @@ import onnx
 
 from compiler.analysis import analyze, reachable_ops
 from compiler.backends.onnx import model as onnx_model
-from compiler.backends.onnx.builder import Dim, GraphBuilder, ModelScope, ValueSpec
+from compiler.backends.onnx.builder import GraphBuilder, ModelScope, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.ops_complex import COMPLEX_TYPES
@@ -79,7 +79,7 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
             raise OnnxExportError(f"{role} is listed twice")
     needed = reachable_ops(out_values, in_values)
     ops = export_order(graph, needed, in_values)  # TF1 loops and conds are lowered as regions (tf1_frames)
-    shapes = _input_shapes(in_values, input_shapes or {})
+    shapes = _input_shapes(graph, in_values, input_shapes or {})
     info = analyze(ops, shapes)
     scope = ModelScope(opset, {v.name for op in graph for v in op.results} | {op.name for op in graph})
     builder = GraphBuilder(scope)
@@ -110,17 +110,23 @@ def _resolve(graph: Graph, names: Sequence[str], role: str) -> list[Value]:
     return values
 
 
-def _input_shapes(values: Sequence[Value], given: InputShapes) -> dict[Value, Optional[Shape]]:
-    """Caller-given shapes by input name (`x` or `x:0`), else whatever the graph states."""
+def _input_shapes(graph: Graph, values: Sequence[Value], given: InputShapes) -> dict[Value, Optional[Shape]]:
+    """Caller-given shapes by input name (`x` or `x:0`), else whatever the graph states or,
+    for a cut inside the graph (a dataset's IteratorGetNext), what the ops above it imply."""
     shapes: dict[Value, Optional[Shape]] = {}
     for value in values:
         dims = given.get(value.name, given.get(f"{value.name}:0") if value.index == 0 else None)
         shapes[value] = None if dims is None else Shape.of(dims)
+    upstream = [v for v in values if shapes[v] is None and v.op.operands]
+    if upstream:
+        inferred = analyze(export_order(graph, reachable_ops(upstream), ()), {})
+        shapes.update({v: inferred.shape(v) for v in upstream})
     return shapes
 
 
 def _spec(ctx: LoweringContext, value: Value, name: str, symbolic: bool = False) -> ValueSpec:
-    """A graph input/output declaration in TF layout; unknown input dims get symbolic names."""
+    """A graph input/output declaration in TF layout; unknown input dims get symbolic names (an input
+    needs its rank: ONNX declares it; an unknown output rank is left to ONNX's shape inference)."""
     elem = onnx_type(ctx.dtype(value))
     if not elem:
         raise OnnxExportError(f"'{value.name}' has a type ONNX cannot carry ({ctx.dtype(value)})")
@@ -128,9 +134,12 @@ def _spec(ctx: LoweringContext, value: Value, name: str, symbolic: bool = False)
         raise OnnxExportError(f"'{value.name}' is {ctx.dtype(value).name.lower()}: onnxruntime does not compute "
                               f"on complex tensors; make the graph input or output its Real/Imag parts or ComplexAbs")
     dims = ctx.shape(value).dims
-    declared: Optional[tuple[Dim, ...]] = None
-    if dims is not None:
-        declared = tuple(f"{name}_dim{i}" if d is None and symbolic else d for i, d in enumerate(dims))
+    if dims is None:
+        if symbolic:
+            raise OnnxExportError(f"input '{value.name}' has an unknown rank, and an ONNX graph input needs "
+                                  f"one: cut the graph where the shape is known")
+        return ValueSpec(name, elem, None)
+    declared = tuple(f"{name}_dim{i}" if d is None and symbolic else d for i, d in enumerate(dims))
     return ValueSpec(name, elem, declared)
 
 

@@ -19,6 +19,7 @@ from compiler.backends.onnx.fusion import flatten_concat
 from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.ops_elementwise import broadcast_operands
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
+from compiler.graphutil import input_pipeline
 from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
@@ -44,9 +45,20 @@ def _const(ctx: LoweringContext, op: Op) -> None:
     raise UnsupportedOpError(op.type, op.name, "its value cannot be decoded")
 
 
-@lowers("Placeholder")
+@lowers("Placeholder", "PlaceholderV2")
 def _placeholder(ctx: LoweringContext, op: Op) -> None:
     raise OnnxExportError(f"placeholder '{op.name}' is needed by the outputs but is not among the inputs")
+
+
+@lowers(*input_pipeline.READERS)
+def _pipeline_reader(ctx: LoweringContext, op: Op) -> None:
+    """Reached only when the graph is not cut at the reader's results (tf2onnx cuts there too)."""
+    raise OnnxExportError(input_pipeline.feed_hint(op.name, op.type))
+
+
+@lowers(*input_pipeline.SOURCES)
+def _pipeline_source(ctx: LoweringContext, op: Op) -> None:
+    """No node: a queue or iterator handle only matters to its reader, which must be cut."""
 
 
 @lowers("NoOp")
