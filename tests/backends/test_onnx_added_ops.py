@@ -157,6 +157,31 @@ def test_one_hot_of_run_time_depth_and_int64_indices():
     check(b, {"i": np.asarray([1, 0, 5, 2], np.int64), "depth": np.asarray(3, np.int32)}, outputs)
 
 
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot_of_never_negative_indices_is_one_onnx_one_hot(axis: int):
+    """TopK's and ArgMax's indices cannot be negative, so ONNX OneHot means what TF's does; the
+    int32 indices TF declares are read in the int64 TopK made, with no Cast back and forth."""
+    rng = np.random.default_rng(8)
+    b = Builder()
+    x = b.input("x", [2, 6])
+    _, top = b("TopKV2", x, ints(b, 3))
+    arg = b("ArgMax", x, ints(b, 1), output_type=DType.INT32)
+    outputs = [b("OneHot", top, ints(b, 5), b.const(np.float32(1)), b.const(np.float32(0)), axis=axis,
+                 TI=DType.INT32),
+               b("OneHot", arg, ints(b, 6), b.const(np.int64(4)), b.const(np.int64(-2)), axis=axis, TI=DType.INT32)]
+    counts = check(b, {"x": rng.standard_normal((2, 6)).astype(np.float32)}, outputs + [top])
+    assert counts["OneHot"] == 2 and "Equal" not in counts
+    assert counts["Cast"] == 1  # TopK's int32 indices, an output; ArgMax's int32 result is read as its int64
+
+
+def test_one_hot_of_possibly_negative_indices_compares():
+    b = Builder()
+    indices = b.input("i", [3], DType.INT32)
+    out = b("OneHot", b("Abs", indices), ints(b, 4), b.const(np.float32(1)), b.const(np.float32(0)), TI=DType.INT32)
+    counts = check(b, {"i": np.asarray([-3, 1, 7], np.int32)}, [out])
+    assert "OneHot" not in counts and counts["Equal"] == 1
+
+
 # -- TopKV2 --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("sorted_", [True, False])
 def test_top_k_with_ties(sorted_: bool):

@@ -66,7 +66,17 @@ def test_scatter_nd_adds_duplicates():
     outputs = [b("ScatterNd", idx, upd, shape, Tindices=DType.INT32),
                b("ScatterNd", idx, i_upd, shape, Tindices=DType.INT32)]
     feeds["idx"][1] = feeds["idx"][0]
-    assert check(b, feeds, outputs)["ScatterND"] == 2
+    counts = check(b, feeds, outputs)
+    assert counts["ScatterND"] == 2 and "Expand" not in counts  # the zeros of a constant shape are initializers
+
+
+def test_scatter_nd_into_a_run_time_shape_fills_zeros_with_one_node():
+    b = Builder()
+    idx, upd, shape = b.input("idx", [2, 1], DType.INT32), b.input("upd", [2]), b.input("shape", [1], DType.INT32)
+    out = b("ScatterNd", idx, upd, shape, Tindices=DType.INT32)
+    feeds = {"idx": np.asarray([[3], [0]], np.int32), "upd": np.asarray([1.5, -2], np.float32),
+             "shape": np.asarray([5], np.int32)}
+    assert check(b, feeds, [out]) == {"Cast": 2, "ConstantOfShape": 1, "ScatterND": 1}
 
 
 @pytest.mark.parametrize("op", ["TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",

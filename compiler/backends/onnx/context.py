@@ -26,6 +26,10 @@ from compiler.ir.graph import Op, Value
 from compiler.ir.shapes import Shape
 
 
+# A constant-filled tensor up to this many elements is an initializer; a larger one is a
+# ConstantOfShape node, so the file does not carry it.
+INITIALIZER_ELEMENTS = 4096
+
 @dataclass(frozen=True)
 class Lowered:
     """The ONNX tensor holding a TF value, and the layout it is stored in."""
@@ -53,6 +57,8 @@ class LoweringContext:
         self.flat: dict[Value, str] = {}
         self._constants: dict[tuple[Value, Perm], str] = {}
         self._converted: dict[tuple[str, Perm, Perm], str] = {}
+        # Narrow integer tensors (TF's int32 indices, sizes) cast from an int64 one whose values fit.
+        self._wide: dict[str, str] = {}
 
     @property
     def scope(self) -> ModelScope:
@@ -136,6 +142,17 @@ class LoweringContext:
                                           f"stores or reads it in a rank-{len(wanted)} layout")
             self._converted[key] = layout.convert(self, found.tensor, found.perm, perm, dims)
         return self._converted[key]
+
+    def narrowed(self, narrow: str, wide: str) -> str:
+        """Record that `narrow` is int64 `wide` cast to a narrower integer type without loss (an
+        index or size TF declares int32), so a reader wanting int64 takes `wide` instead of a
+        second Cast.  Returns `narrow`."""
+        self._wide[narrow] = wide
+        return narrow
+
+    def wide_source(self, tensor: str) -> Optional[str]:
+        """The int64 tensor `tensor` was cast from without loss, if any."""
+        return self._wide.get(tensor)
 
     def operand(self, op: Op, index: int, perm: Perm = None) -> str:
         return self.value_in(op.operands[index], perm)

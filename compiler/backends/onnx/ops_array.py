@@ -12,6 +12,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from compiler.backends.onnx import conv1d, layout, opset, repeat_resize
+from compiler.backends.onnx.nonnegative import never_negative
 from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
@@ -116,7 +117,7 @@ def int64_operand(ctx: LoweringContext, op: Op, index: int, flat: bool = True) -
     tensor = ctx.operand(op, index)
     if ctx.dtype(op.operands[index]) == DType.INT64:
         return tensor
-    return ctx.helper1(op, f"in{index}_i64", "Cast", [tensor], to=onnx_type(DType.INT64))
+    return ctx.wide_source(tensor) or ctx.helper1(op, f"in{index}_i64", "Cast", [tensor], to=onnx_type(DType.INT64))
 
 
 @lowers("Squeeze")
@@ -530,9 +531,9 @@ def _bind_int(ctx: LoweringContext, op: Op, int64_tensor: str) -> None:
     """Bind an int64 result, cast to the op's declared type (TF defaults to int32)."""
     out_type = op.attr("out_type", DType.INT32)
     if out_type == DType.INT64:
-        ctx.bind(op.results[0], ctx.emit1(op, "Identity", [int64_tensor]))
+        ctx.bind(op.results[0], int64_tensor)
     else:
-        ctx.bind(op.results[0], ctx.emit1(op, "Cast", [int64_tensor], to=onnx_type(out_type)))
+        ctx.bind(op.results[0], ctx.narrowed(ctx.emit1(op, "Cast", [int64_tensor], to=onnx_type(out_type)), int64_tensor))
 
 
 @lowers("Fill")
@@ -580,6 +581,8 @@ def _one_hot(ctx: LoweringContext, op: Op) -> None:
     if not 0 <= at <= rank:
         raise UnsupportedOpError(op.type, op.name, f"axis {axis} is out of range for indices of rank {rank}")
     indices = int64_operand(ctx, op, 0, flat=False)
+    if _lower_as_onnx_one_hot(ctx, op, indices, at):
+        return
     lifted = ctx.helper1(op, "lifted", "Unsqueeze", [indices, ctx.ints([at], f"{op.name}/axis")])
     hot = ctx.helper1(op, "hot", "Equal", [lifted, depth_positions(ctx, op, rank - at)])
     on, off = ctx.operand(op, 2), ctx.operand(op, 3)
@@ -590,6 +593,24 @@ def _one_hot(ctx: LoweringContext, op: Op) -> None:
     cold = ctx.helper1(op, "cold", "Not", [hot])
     picked = [ctx.helper1(op, "on", "And", [hot, on]), ctx.helper1(op, "off", "And", [cold, off])]
     ctx.bind(op.results[0], ctx.emit1(op, "Or", picked))
+
+
+# Value types onnxruntime's OneHot kernel takes with int64 indices and depth.
+_ONE_HOT_VALUES = (DType.FLOAT, DType.HALF, DType.INT64)
+
+
+def _lower_as_onnx_one_hot(ctx: LoweringContext, op: Op, indices: str, at: int) -> bool:
+    """ONNX OneHot, one node, when it means what TF means: indices that are never negative
+    (TopK's, ArgMax's...; ONNX would count a negative one from the end) and constant on/off
+    values of a type onnxruntime's kernel takes."""
+    on, off = ctx.constant(op.operands[2]), ctx.constant(op.operands[3])
+    dtype = ctx.dtype(op.results[0])
+    if on is None or off is None or dtype not in _ONE_HOT_VALUES or not never_negative(op.operands[0]):
+        return False
+    values = ctx.initializer(np.array([off.reshape(-1)[0], on.reshape(-1)[0]], dtype.to_numpy()), f"{op.name}/values")
+    ctx.bind(op.results[0], ctx.emit1(op, "OneHot", [indices, int64_operand(ctx, op, 1), values], axis=at))
+    ctx.stats["one_hot_as_onnx_one_hot"] += 1
+    return True
 
 
 def depth_positions(ctx: LoweringContext, op: Op, trailing: int) -> str:
@@ -758,9 +779,10 @@ def _unique(ctx: LoweringContext, op: Op) -> None:
     results = [(values, dtype), (inverse, index_type), (counts, index_type)][:len(op.results)]
     for n, (value, (tensor, to)) in enumerate(zip(op.results, results)):
         if n == 0 and widened or n > 0 and to != DType.INT64:
-            ctx.bind(value, ctx.node("Cast", [tensor], ctx.prefix + value.name, to=onnx_type(to))[0])
+            ctx.bind(value, ctx.narrowed(ctx.node("Cast", [tensor], ctx.prefix + value.name, to=onnx_type(to))[0],
+                                         tensor))
         else:
-            ctx.bind(value, ctx.node("Identity", [tensor], ctx.prefix + value.name)[0])
+            ctx.bind(value, tensor)
 
 
 @lowers("ListDiff")
@@ -779,8 +801,8 @@ def _list_diff(ctx: LoweringContext, op: Op) -> None:
                                                           ctx.ints([0], f"{op.name}/axis0")])
     ctx.bind(op.results[0], ctx.emit1(op, "Gather", [x, positions], axis=0))
     index_type = op.attr("out_idx", DType.INT32)
-    ctx.bind(op.results[1], ctx.node("Cast", [positions], ctx.prefix + op.results[1].name,
-                                     to=onnx_type(index_type))[0])
+    ctx.bind(op.results[1], ctx.narrowed(ctx.node("Cast", [positions], ctx.prefix + op.results[1].name,
+                                                  to=onnx_type(index_type))[0], positions))
 
 
 @lowers("InvertPermutation")

@@ -177,8 +177,6 @@ def emit_separable(ctx: LoweringContext, op: Op, rows: np.ndarray, cols: np.ndar
     y = _float_image(ctx, op)
     across = None if _is_identity(cols) else ctx.initializer(cols.T.astype(np.float32), f"{op.name}/cols")
     down = None if _is_identity(rows) else ctx.initializer(rows.astype(np.float32), f"{op.name}/rows")
-    if across is None and down is None:
-        y = ctx.emit1(op, "Identity", [y])
     if across is not None:
         y = ctx.emit1(op, "MatMul", [y, across]) if down is None else ctx.helper1(op, "across", "MatMul", [y, across])
     if down is not None:

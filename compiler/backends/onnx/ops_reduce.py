@@ -102,7 +102,7 @@ def _arg_reduce(ctx: LoweringContext, op: Op) -> None:
         out = ctx.emit1(op, op.type, [found.tensor], axis=stored, keepdims=0)
     else:
         index = ctx.helper1(op, "index", op.type, [found.tensor], axis=stored, keepdims=0)
-        out = ctx.emit1(op, "Cast", [index], to=onnx_type(out_type))
+        out = ctx.narrowed(ctx.emit1(op, "Cast", [index], to=onnx_type(out_type)), index)
     ctx.bind(op.results[0], out, layout.after_removing(found.perm, [axis], rank))
 
 
@@ -119,7 +119,7 @@ def _top_k(ctx: LoweringContext, op: Op) -> None:
     values, indices = ctx.emit(op, "TopK", [found.tensor, k], 2, axis=axis, largest=1, sorted=1)
     index_type = ctx.dtype(op.results[1]) or DType.INT32
     if index_type != DType.INT64:
-        indices = ctx.helper1(op, "indices", "Cast", [indices], to=onnx_type(index_type))
+        indices = ctx.narrowed(ctx.helper1(op, "indices", "Cast", [indices], to=onnx_type(index_type)), indices)
     ctx.bind(op.results[0], values, found.perm)
     ctx.bind(op.results[1], indices, found.perm)
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
+from onnx import numpy_helper
 
 from compiler.backends.onnx import opset
-from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.ops_array import depth_positions, int64_operand, shape_slice
@@ -46,9 +47,13 @@ def _identity(dtype: DType, kind: str) -> np.ndarray:
     return np.asarray(value, np_type)
 
 
-def _filled(ctx: LoweringContext, op: Op, value: np.ndarray, shape: str) -> str:
-    fill = ctx.initializer(value, f"{op.name}/fill")
-    return ctx.helper1(op, "filled", "Expand", [fill, shape])
+def _filled(ctx: LoweringContext, op: Op, value: np.ndarray, shape: str,
+            dims: Optional[np.ndarray] = None) -> str:
+    """Scalar `value` everywhere in a tensor of int64 `shape`: an initializer when its `dims`
+    are known and few, else one ConstantOfShape."""
+    if dims is not None and int(np.prod(dims)) <= INITIALIZER_ELEMENTS:
+        return ctx.initializer(np.full([int(d) for d in dims], value), f"{op.name}/filled")
+    return ctx.helper1(op, "filled", "ConstantOfShape", [shape], value=numpy_helper.from_array(value.reshape(1)))
 
 
 # -- ND scatters -------------------------------------------------------------------------
@@ -57,7 +62,7 @@ def _scatter_nd(ctx: LoweringContext, op: Op) -> None:
     """Zeros of the given shape, duplicates added."""
     reduction = _reduction(ctx, op, "Add")
     zero = np.zeros((), ctx.dtype(op.results[0]).to_numpy())
-    zeros = _filled(ctx, op, zero, int64_operand(ctx, op, 2))
+    zeros = _filled(ctx, op, zero, int64_operand(ctx, op, 2), ctx.constant(op.operands[2]))
     inputs = [zeros, int64_operand(ctx, op, 0, flat=False), ctx.operand(op, 1)]
     ctx.bind(op.results[0], ctx.emit1(op, "ScatterND", inputs, reduction=reduction))
 

@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 from onnx import TensorProto, helper
 
-from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.ops_array import shape_slice
@@ -31,8 +31,6 @@ _LIST_CARRIERS = frozenset({
     "Enter", "RefEnter", "Merge", "RefMerge", "Switch", "RefSwitch", "Exit", "RefExit",
     "NextIteration", "RefNextIteration", "Identity", "Snapshot",
 })
-# Zeros up to this many elements are an initializer; larger ones a ConstantOfShape node.
-_INITIALIZER_ELEMENTS = 4096
 
 
 def list_element_dtype(value: Value) -> Optional[DType]:
@@ -81,7 +79,7 @@ def _reserve(ctx: LoweringContext, op: Op) -> None:
     shape, count = _reserved(ctx, op)
     dtype = op.attr("element_dtype")
     dims = [count] + [d if d >= 0 else 1 for d in shape]
-    if int(np.prod(dims)) <= _INITIALIZER_ELEMENTS:
+    if int(np.prod(dims)) <= INITIALIZER_ELEMENTS:
         ctx.bind(op.results[0], ctx.initializer(np.zeros(dims, dtype.to_numpy()), op.name))
         return
     zero = helper.make_tensor("value", _onnx_elem(op, dtype), [1], [0])
