@@ -182,6 +182,18 @@ def test_one_hot_of_possibly_negative_indices_compares():
     assert "OneHot" not in counts and counts["Equal"] == 1
 
 
+@pytest.mark.parametrize("known", [True, False])
+def test_symmetric_mirror_pad_gathers_outer_axes_of_known_size(known: bool):
+    """Outer axes of known size: one Gather of mirrored positions each; the innermost axis (and
+    any axis of unknown size) reversed slices and a Concat."""
+    b = Builder()
+    x = b.input("x", [2, 5, 4] if known else [None, 5, 4])
+    out = b("MirrorPad", x, ints(b, [[1, 2], [3, 0], [2, 4]]), mode="SYMMETRIC", Tpaddings=DType.INT32)
+    feeds = {"x": np.random.default_rng(6).standard_normal((2, 5, 4)).astype(np.float32)}
+    counts = check(b, feeds, [out])
+    assert counts == ({"Gather": 2, "Slice": 2, "Concat": 1} if known else {"Gather": 1, "Slice": 4, "Concat": 2})
+
+
 # -- TopKV2 --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("sorted_", [True, False])
 def test_top_k_with_ties(sorted_: bool):

@@ -246,12 +246,14 @@ def _split(ctx: LoweringContext, op: Op) -> None:
 
 # -- padding -------------------------------------------------------------------------
 def emit_pad(ctx: LoweringContext, op: Op, x: str, pairs: Sequence[tuple[int, int]], mode: str,
-             fill: Optional[str] = None, suffix: Optional[str] = None) -> str:
-    """Pad stored axes by (before, after) `pairs`; mode constant, reflect or symmetric."""
+             fill: Optional[str] = None, suffix: Optional[str] = None,
+             dims: Optional[Sequence[Optional[int]]] = None) -> str:
+    """Pad stored axes by (before, after) `pairs`; mode constant, reflect or symmetric.  `dims`,
+    the stored sizes where known, let a symmetric pad gather its outer axes."""
     if mode == "symmetric" and all(p in (0, 1) for pair in pairs for p in pair):
         mode = "edge"  # one mirrored pixel including the edge is the edge pixel
     if mode == "symmetric":
-        return _symmetric_pad(ctx, op, x, pairs, suffix)
+        return _symmetric_pad(ctx, op, x, pairs, suffix, dims or (None,) * len(pairs))
     pads = ctx.ints([b for b, _ in pairs] + [a for _, a in pairs], f"{op.name}/pads")
     inputs = [x, pads] + ([fill] if fill else [])
     if suffix is None:
@@ -260,11 +262,22 @@ def emit_pad(ctx: LoweringContext, op: Op, x: str, pairs: Sequence[tuple[int, in
 
 
 def _symmetric_pad(ctx: LoweringContext, op: Op, x: str, pairs: Sequence[tuple[int, int]],
-                   suffix: Optional[str]) -> str:
-    """SYMMETRIC mirror padding (edge included), which ONNX Pad lacks: reversed slices, concatenated."""
+                   suffix: Optional[str], dims: Sequence[Optional[int]]) -> str:
+    """SYMMETRIC mirror padding (edge included), which ONNX Pad lacks.  An outer axis of known size
+    is one Gather of mirrored positions; the innermost axis, where onnxruntime's Gather copies
+    element by element, is reversed slices concatenated."""
     padded_axes = [a for a, (b, e) in enumerate(pairs) if b or e]
     for n, axis in enumerate(padded_axes):
         before, after = pairs[axis]
+        last = n == len(padded_axes) - 1
+        name = suffix if last else f"mirror{axis}"
+        size = dims[axis]
+        if size is not None and axis < len(pairs) - 1:
+            positions = np.r_[before - 1:-1:-1, 0:size, size - 1:size - 1 - after:-1].astype(np.int64)
+            inputs = [x, ctx.initializer(positions, f"{op.name}/mirror{axis}_positions")]
+            x = ctx.emit1(op, "Gather", inputs, axis=axis) if last and suffix is None else \
+                ctx.helper1(op, name, "Gather", inputs, axis=axis)
+            continue
         at = ctx.ints([axis], f"{op.name}/axis{axis}")
         back = ctx.ints([-1], f"{op.name}/step_back")
         parts = []
@@ -275,11 +288,8 @@ def _symmetric_pad(ctx: LoweringContext, op: Op, x: str, pairs: Sequence[tuple[i
         if after:
             parts.append(ctx.helper1(op, f"mirror{axis}_after", "Slice",
                                      [x, ctx.ints([-1], "last"), ctx.ints([-after - 1], "stop"), at, back]))
-        last = n == len(padded_axes) - 1
-        if last and suffix is None:
-            x = ctx.emit1(op, "Concat", parts, axis=axis)
-        else:
-            x = ctx.helper1(op, suffix if last else f"mirror{axis}", "Concat", parts, axis=axis)
+        x = ctx.emit1(op, "Concat", parts, axis=axis) if last and suffix is None else \
+            ctx.helper1(op, name, "Concat", parts, axis=axis)
     return x
 
 
@@ -298,7 +308,9 @@ def _pad(ctx: LoweringContext, op: Op) -> None:
         fill = ctx.initializer(ctx.const_operand(op, 2, "the pad value").reshape(()), f"{op.name}/value")
     elif op.type == "MirrorPad":
         mode = str(op.attr("mode")).lower()
-    out = emit_pad(ctx, op, found.tensor, stored_pairs(paddings, found.perm), mode, fill)
+    dims = ctx.shape(op.operands[0]).dims
+    stored = None if dims is None else layout.physical_dims(dims, found.perm)
+    out = emit_pad(ctx, op, found.tensor, stored_pairs(paddings, found.perm), mode, fill, dims=stored)
     ctx.bind(op.results[0], out, found.perm)
 
 

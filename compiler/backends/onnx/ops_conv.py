@@ -191,7 +191,8 @@ def _mirror_then_conv(ctx: LoweringContext, op: Op, x: str, spatial: Sequence[Op
     """MirrorPad then Conv, the tail shared by FusedPadConv2D and FusedResizeAndPadConv2D."""
     paddings = ctx.const_operand(op, paddings_index, "the paddings")
     pairs = stored_pairs(paddings, layout.channels_first(4))
-    padded = emit_pad(ctx, op, x, pairs, attr_text(op.attr("mode")).lower(), suffix="mirror_pad")
+    padded = emit_pad(ctx, op, x, pairs, attr_text(op.attr("mode")).lower(), suffix="mirror_pad",
+                      dims=(None, None, *spatial))
     grown = [None if s is None else s + b + a for s, (b, a) in zip(spatial, pairs[2:])]
     strides = window_attr(op, DataFormat("NHWC"), "strides")
     pads = fused_conv_pads(op, grown, _kernel_hw(ctx, op, filter_index), strides)

@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from compiler.backends.onnx import layout
+from compiler.backends.onnx.bands import TRILU_OPSET, TRILU_TYPES, band_of, emit_band
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
@@ -244,8 +245,37 @@ def emit_where(ctx: LoweringContext, op: Op, inputs: Sequence[str], dtype: Optio
 
 @lowers("SelectV2", layout=AGNOSTIC)
 def _select_v2(ctx: LoweringContext, op: Op) -> None:
+    if _select_as_band(ctx, op):
+        return
     inputs, perm = broadcast_operands(ctx, op, op.operands)
     ctx.bind(op.results[0], emit_where(ctx, op, inputs, ctx.dtype(op.results[0])), perm)
+
+
+def _select_as_band(ctx: LoweringContext, op: Op) -> bool:
+    """select(band mask, x, 0) or select(mask, 0, x), the mask's complement a band, as Trilu
+    (bands.py): Keras' tril/triu with an offset, and the eye mask of keras.ops.trace.  Only for a
+    constant mask that broadcasts over x, not x."""
+    mask = ctx.constant(op.operands[0])
+    dtype = ctx.dtype(op.results[0])
+    if mask is None or ctx.opset < TRILU_OPSET or dtype not in TRILU_TYPES:
+        return False
+    for keep, zero, kept in ((1, 2, mask), (2, 1, ~mask)):
+        x, zeros = op.operands[keep], ctx.constant(op.operands[zero])
+        if zeros is None or not _all_plus_zero(zeros) or ctx.constant(x) is not None:
+            continue
+        band = band_of(kept)
+        x_dims = ctx.shape(x).dims
+        if (band is None or x_dims is None or x_dims != ctx.shape(op.results[0]).dims
+                or tuple(x_dims[-2:]) != kept.shape[-2:] or ctx.lowered(x).perm is not None):
+            continue
+        ctx.bind(op.results[0], emit_band(ctx, op, ctx.value_in(x), band))
+        ctx.stats["select_as_band"] += 1
+        return True
+    return False
+
+
+def _all_plus_zero(array: np.ndarray) -> bool:
+    return bool((array == 0).all()) and not (array.dtype.kind == "f" and np.signbit(array).any())
 
 
 @lowers("Select")

@@ -13,6 +13,7 @@ from typing import Optional
 import numpy as np
 
 from compiler.backends.onnx import opset
+from compiler.backends.onnx.bands import TRILU_OPSET, TRILU_TYPES, band_part_diagonals, emit_band
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
@@ -91,9 +92,13 @@ def _padding(ctx: LoweringContext, op: Op, index: Optional[int]) -> str:
 
 @lowers("MatrixBandPart")
 def _band_part(ctx: LoweringContext, op: Op) -> None:
-    rows, cols = _matrix_dims(ctx, op, 0)
+    """Trilu from opset 14 (bands.py), else Where with the band as a constant mask."""
     lower = _const_ints(ctx, op, 1, "num_lower")[0]
     upper = _const_ints(ctx, op, 2, "num_upper")[0]
+    if ctx.opset >= TRILU_OPSET and ctx.dtype(op.results[0]) in TRILU_TYPES:
+        ctx.bind(op.results[0], emit_band(ctx, op, ctx.operand(op, 0), band_part_diagonals(lower, upper)))
+        return
+    rows, cols = _matrix_dims(ctx, op, 0)
     mask = ctx.initializer(band_mask(rows, cols, lower, upper), f"{op.name}/band")
     dtype = ctx.dtype(op.results[0])
     if dtype == DType.BOOL:  # a causal attention mask: outside the band is False
