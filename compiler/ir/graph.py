@@ -11,8 +11,8 @@ node before its inputs, and TF1 loops feed NextIteration back into Merge.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 from compiler.ir.attrs import AttrMap
 from compiler.ir.dtypes import DType
@@ -229,6 +229,15 @@ class Versions:
     bad_consumers: tuple[int, ...] = ()
 
 
+class EncodedTensorAttr(NamedTuple):
+    """A tensor attribute's source message with the input bytes it was parsed from, where those
+    are what protobuf would write for it: the serialized AttrValue without serializing it again."""
+
+    source: Any            # the AttrValue message an AttrMap holds
+    encoded: memoryview    # its serialization, a view of the input
+    content_size: int      # len(source.tensor.tensor_content), which protobuf can only tell by copying
+
+
 @dataclass
 class GraphExtras:
     """Parts of a GraphDef the IR carries without interpreting them."""
@@ -239,6 +248,14 @@ class GraphExtras:
     debug_info: bytes = b""      # serialized GraphDebugInfo
     unknown: bytes = b""         # fields this schema does not know, verbatim
     misc: dict[str, Any] = field(default_factory=dict)
+    # id(source) -> its encoding, for large tensor attributes read from binary input.  Never
+    # changed, so copies of the graph share it; each entry holds its source alive, so no other
+    # object can have that id while the table lives.
+    tensor_encodings: Mapping[int, EncodedTensorAttr] = field(default_factory=dict)
+
+    def copy(self) -> "GraphExtras":
+        """A copy whose mutable parts (the library message, `misc`) are its own."""
+        return replace(self, library=_copy_library(self.library), misc=dict(self.misc))
 
 
 class Graph:
@@ -501,8 +518,7 @@ class Graph:
         Use-lists and control_users of the copy list their entries in op order."""
         out = Graph()
         out.versions = Versions(self.versions.producer, self.versions.min_consumer, self.versions.bad_consumers)
-        ex = self.extras
-        out.extras = GraphExtras(ex.library, ex.has_versions, ex.legacy_version, ex.debug_info, ex.unknown, dict(ex.misc))
+        out.extras = replace(self.extras, misc=dict(self.extras.misc))
         ops = list(self)
         copies = [Op(op.type, op._name, op.attrs.copy(), op.device) for op in ops]
         mapping = dict(zip(ops, copies))
@@ -580,9 +596,7 @@ class Checkpoint:
         self.value_states = [(v, v.op, v.index, v.dtype, v.shape, v.uses[:]) for op in self.ops for v in op.results]
         v = graph.versions
         self.versions = (v.producer, v.min_consumer, v.bad_consumers)
-        ex = graph.extras
-        self.extras = (_copy_library(ex.library), ex.has_versions, ex.legacy_version, ex.debug_info, ex.unknown,
-                       dict(ex.misc))
+        self.extras = graph.extras.copy()
 
     def restore(self) -> None:
         """Put the graph back as it was when the checkpoint was taken (any number of times)."""
@@ -596,8 +610,7 @@ class Checkpoint:
         self._drop_new_ops()
         self.graph._relink(self.ops)
         self.graph.versions = Versions(*self.versions)
-        library, *rest, misc = self.extras
-        self.graph.extras = GraphExtras(_copy_library(library), *rest, dict(misc))
+        self.graph.extras = self.extras.copy()
 
     def _drop_new_ops(self) -> None:
         """Ops the failed pass created leave the graph as if erased (so `release` frees them too)."""
@@ -625,5 +638,5 @@ def split_tensor_name(tensor_name: str) -> tuple[str, int]:
     return tensor_name, 0
 
 
-__all__ = ["Checkpoint", "Graph", "Op", "Value", "Versions", "GraphExtras", "IRError", "StructureClock",
+__all__ = ["Checkpoint", "EncodedTensorAttr", "Graph", "Op", "Value", "Versions", "GraphExtras", "IRError", "StructureClock",
            "split_tensor_name", "UNKNOWN_SHAPE"]

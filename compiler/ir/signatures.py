@@ -32,7 +32,7 @@ from typing import Any, Mapping, NoReturn, Optional
 from compiler.errors import InputError
 from compiler.ir.attrs import FuncAttr, PlaceholderAttr, RawAttr
 from compiler.ir.dtypes import DTYPE_BY_NUMBER, DType
-from compiler.ir.graph import Graph, Op
+from compiler.ir.graph import EncodedTensorAttr, Graph, Op
 from compiler.ir.op_registry import attr_defaults, attr_or_default, op_def
 from compiler.ir.shapes import Shape
 from compiler.ir.tensor import Tensor
@@ -114,22 +114,23 @@ def check_signatures(graph: Graph, where: str = "<graph>", library: Any = None) 
     `library` is the function library calls resolve in (default: the graph's own).
     """
     functions = _library_signatures(graph.extras.library if library is None else library)
+    encodings = graph.extras.tensor_encodings
     passed: set[tuple] = set()
     for op in graph:
         key, tensors = _check_key(op)
         if key is not None and key in passed:
             if tensors:  # all that can differ from the op that passed: check it as the full check would
-                _OpCheck(op, where, functions).tensors(tensors)
+                _OpCheck(op, where, functions, encodings).tensors(tensors)
             continue
         signature = functions.get(op.type) or registered_signature(op.type)
-        _OpCheck(op, where, functions).run(signature)
+        _OpCheck(op, where, functions, encodings).run(signature)
         if key is not None:
             passed.add(key)
 
 
 def _check_key(op: Op) -> tuple[Optional[tuple], list[tuple[str, Any]]]:
     """Everything the check of `op` reads but its tensor attributes' contents, as a hashable key
-    (None once a pass assigned an attribute), and those tensors (name, TensorProto) in name order.
+    (None once a pass assigned an attribute), and those tensors (name, AttrValue) in name order.
 
     The check is a function of the op type, its attributes, its operands' dtypes and its result
     count (in one graph, whose function library is fixed), so an op equal to one that passed in
@@ -151,7 +152,7 @@ def _check_key(op: Op) -> tuple[Optional[tuple], list[tuple[str, Any]]]:
             attrs.append((name, kind, getattr(source, kind)))
         elif kind == "tensor":
             attrs.append((name, None))
-            tensors.append((name, source.tensor))
+            tensors.append((name, source))
         else:
             attrs.append((name, source.SerializeToString()))
     if len(tensors) > 1:
@@ -164,10 +165,12 @@ _SCALAR_KINDS = frozenset(("type", "s", "i", "f", "b", "placeholder"))
 
 
 class _OpCheck:
-    def __init__(self, op: Op, where: str, functions: Mapping[str, Signature]) -> None:
+    def __init__(self, op: Op, where: str, functions: Mapping[str, Signature],
+                 encodings: Mapping[int, EncodedTensorAttr]) -> None:
         self.op = op
         self.where = where
         self.functions = functions
+        self.encodings = encodings  # large tensors' encodings in the input: their sizes without copies
 
     def fail(self, message: str) -> NoReturn:
         raise SignatureError(f"{self.where}: node '{self.op.name}' ({self.op.type}): {message}")
@@ -216,7 +219,7 @@ class _OpCheck:
     def nested(self, name: str, kind: str, source: Any) -> None:
         """Tensors and function references inside an attribute."""
         if kind == "tensor":
-            self.tensor_proto(name, source.tensor)
+            self.tensor_attr(name, source)
         elif kind == "func":
             self.function(name, source.func.name)
         else:
@@ -314,12 +317,17 @@ class _OpCheck:
             self.fail(f"attribute '{attr}' names function '{name}', which is not in the graph's library")
 
     def tensors(self, tensors: list[tuple[str, Any]]) -> None:
-        """The checks of `tensor_proto` for each (attribute name, TensorProto), in order."""
-        for name, proto in tensors:
-            self.tensor_proto(name, proto)
+        """The checks of `tensor_attr` for each (attribute name, AttrValue), in order."""
+        for name, source in tensors:
+            self.tensor_attr(name, source)
 
-    def tensor_proto(self, attr: str, proto: Any) -> None:
-        problem = tensor_encoding_problem(proto)
+    def tensor_attr(self, attr: str, source: Any) -> None:
+        """`tensor_proto` on a tensor AttrValue, measuring a large tensor from its encoding."""
+        known = self.encodings.get(id(source))
+        self.tensor_proto(attr, source.tensor, None if known is None else known.content_size)
+
+    def tensor_proto(self, attr: str, proto: Any, content_size: Optional[int] = None) -> None:
+        problem = tensor_encoding_problem(proto, content_size)
         if problem:
             self.fail(f"attribute '{attr}': {problem}")
         if self.op.type == "Const" and attr == "value":
@@ -343,8 +351,9 @@ _ITEMSIZE = {dtype: dtype.to_numpy().itemsize for dtype in DType
              if dtype not in (DType.INVALID, DType.STRING, *_OPAQUE, *_SUB_BYTE)}
 
 
-def tensor_encoding_problem(proto: Any) -> str:
-    """Why a TensorProto cannot be the tensor its dtype and shape say, or "" when it can."""
+def tensor_encoding_problem(proto: Any, content_size: Optional[int] = None) -> str:
+    """Why a TensorProto cannot be the tensor its dtype and shape say, or "" when it can;
+    `content_size` is len(proto.tensor_content) when the caller knows it (reading it copies)."""
     dtype = DTYPE_BY_NUMBER.get(proto.dtype, DType.INVALID)
     if dtype == DType.INVALID:
         return f"tensor has dtype enum {proto.dtype}, which is not a TensorFlow data type"
@@ -354,7 +363,7 @@ def tensor_encoding_problem(proto: Any) -> str:
     if dtype in _OPAQUE:
         return ""
     count = math.prod(dims)
-    content = len(proto.tensor_content)
+    content = len(proto.tensor_content) if content_size is None else content_size
     if content and dtype != DType.STRING:
         if dtype in _SUB_BYTE:
             return ""

@@ -4,7 +4,9 @@ Nodes are written straight to wire bytes in the op order of the IR.  An
 attribute nobody reassigned is copied from its source message byte for byte,
 so an empty pipeline gives back the same nodes, inputs, attributes, tensor
 bits, library and versions.  Attribute keys are sorted, so the same IR always
-gives the same bytes.
+gives the same bytes.  A large untouched tensor whose input bytes are what
+protobuf would write for it (`GraphExtras.tensor_encodings`) is written from
+those bytes: the output is then the only copy of it made.
 """
 from __future__ import annotations
 
@@ -57,10 +59,12 @@ def node_chunks(op: Op) -> list[Any]:
     else:
         sources, assigned = op.attrs.encodings()
         keys = sorted(sources.keys() | assigned.keys())
+    encodings = op.graph.extras.tensor_encodings if op.graph is not None else _NONE_KNOWN
     for key in keys:
         source = sources.get(key)
-        if source is not None:
-            value = [source.SerializeToString(deterministic=True)]
+        if source is not None:  # a large tensor's input bytes where they are protobuf's own, else protobuf's
+            known = encodings.get(id(source))
+            value = [known.encoded if known is not None else source.SerializeToString(deterministic=True)]
         else:
             assigned_value = assigned[key]
             value = (isinstance(assigned_value, Tensor) and tensor_attr_chunks(assigned_value)
@@ -69,6 +73,9 @@ def node_chunks(op: Op) -> list[Any]:
         chunks.extend(value)
     chunks.append(op.extras)
     return chunks
+
+
+_NONE_KNOWN: dict[int, Any] = {}
 
 
 # Bounded caches of byte strings that repeat across a graph's nodes: few op types, few

@@ -7,13 +7,14 @@ Attributes stay encoded until a pass reads them.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from google.protobuf import unknown_fields
 
 from compiler.errors import InputError
+from compiler.frontends.graphdef.encoded import find_tensor_attrs
 from compiler.ir.attrs import AttrMap
-from compiler.ir.graph import Graph, Op, Value
+from compiler.ir.graph import EncodedTensorAttr, Graph, Op, Value
 from compiler.ir.op_registry import infer_result_types, op_def
 from compiler.ir.shapes import UNKNOWN_SHAPE
 from compiler.ir.signatures import SignatureError
@@ -26,7 +27,9 @@ _DEBUG_INFO_FIELD = 6
 _EXPERIMENTAL_TYPE_FIELD = 7
 
 
-def lower_graphdef(graph_def: graph_pb2.GraphDef, where: str = "<graph>") -> Graph:
+def lower_graphdef(graph_def: graph_pb2.GraphDef, where: str = "<graph>", encoded: Optional[bytes] = None) -> Graph:
+    """The IR of `graph_def`; `encoded`, the bytes it was parsed from, lets large tensor attributes
+    be emitted and measured from those bytes instead of copies protobuf makes."""
     graph = Graph()
     _lower_graph_fields(graph_def, graph)
     nodes = list(graph_def.node)
@@ -41,7 +44,20 @@ def lower_graphdef(graph_def: graph_pb2.GraphDef, where: str = "<graph>") -> Gra
     graph._relink(ops)
     for op, (data, control, explicit) in zip(ops, parsed_inputs):
         _wire(by_name, op, data, control, explicit, where)
+    if encoded is not None:
+        graph.extras.tensor_encodings = _tensor_encodings(ops, encoded)
     return graph
+
+
+def _tensor_encodings(ops: list[Op], data: bytes) -> dict[int, EncodedTensorAttr]:
+    """id(source) -> encoding for the large tensor attributes found in `data` (see encoded.py)."""
+    table = {}
+    for index, attrs in find_tensor_attrs(data, len(ops)):
+        for key, found in attrs.items():
+            source = ops[index].attrs.source(key)
+            if source is not None:
+                table[id(source)] = found._replace(source=source)
+    return table
 
 
 def _lower_graph_fields(graph_def: graph_pb2.GraphDef, graph: Graph) -> None:

@@ -6,6 +6,7 @@ problem, so the command line can report it and exit with code 2.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
@@ -22,6 +23,11 @@ def is_text_path(path: str | Path) -> bool:
 
 def read_graphdef_file(path: str | Path) -> graph_pb2.GraphDef:
     """Load `path`; the suffix picks text or binary, and either falls back to the other."""
+    return read_graphdef_source(path)[0]
+
+
+def read_graphdef_source(path: str | Path) -> tuple[graph_pb2.GraphDef, Optional[bytes]]:
+    """`read_graphdef_file`, and the file's bytes when they were parsed as binary (else None)."""
     p = Path(path)
     try:
         data = p.read_bytes()
@@ -31,11 +37,18 @@ def read_graphdef_file(path: str | Path) -> graph_pb2.GraphDef:
         raise InputError(f"{path}: is a directory, not a GraphDef file") from None
     except OSError as err:
         raise InputError(f"{path}: cannot read ({err.strerror})") from None
-    return parse_graphdef(data, str(path), text_first=is_text_path(p))
+    return parse_graphdef_source(data, str(path), text_first=is_text_path(p))
 
 
 def parse_graphdef(data: bytes, where: str = "<bytes>", text_first: bool = False) -> graph_pb2.GraphDef:
     """Parse serialized bytes as a GraphDef, rejecting anything that is not one."""
+    return parse_graphdef_source(data, where, text_first)[0]
+
+
+def parse_graphdef_source(data: bytes, where: str = "<bytes>",
+                          text_first: bool = False) -> tuple[graph_pb2.GraphDef, Optional[bytes]]:
+    """`parse_graphdef`, and `data` itself when it parsed as binary (else None): the lowering then
+    reuses large tensors' bytes from it."""
     if not data:
         raise InputError(f"{where}: empty file, not a GraphDef")
     attempts = (_parse_text, _parse_binary) if text_first else (_parse_binary, _parse_text)
@@ -49,7 +62,7 @@ def parse_graphdef(data: bytes, where: str = "<bytes>", text_first: bool = False
         if len(graph.node) == 0 and not graph.library.function:
             errors.append("it parses but holds no nodes")
             continue
-        return graph
+        return graph, data if attempt is _parse_binary else None
     kind = "text" if text_first else "binary"
     raise InputError(f"{where}: not a valid {kind} GraphDef ({errors[0]})")
 
