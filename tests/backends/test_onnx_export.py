@@ -126,6 +126,26 @@ def test_spatial_mean_and_max_of_a_cnn_are_global_pools():
         np.testing.assert_array_equal(got[name], want[name])
 
 
+def test_squeeze_excitation_pools_and_reshapes_once():
+    """Keras' SE block: Mean over H, W (dims dropped), Reshape to [N, 1, 1, C], 1x1 conv.  The
+    global pool's Squeeze and the reshapes read as one Reshape into the conv's NCHW input."""
+    rng = np.random.default_rng(12)
+    b = Builder()
+    x = b.input("x", [1, 5, 6, 3])
+    image = b("Conv2D", x, b.const(_weights(rng, 1, 1, 3, 4)), strides=[1, 1, 1, 1], padding="VALID")
+    pooled = b("Mean", image, b.const(np.asarray([1, 2], np.int32)), keep_dims=False, Tidx=DType.INT32)
+    column = b("Reshape", pooled, b.const(np.asarray([1, 1, 1, 4], np.int32)), Tshape=DType.INT32)
+    excite = b("Sigmoid", b("Conv2D", column, b.const(_weights(rng, 1, 1, 4, 4)), strides=[1, 1, 1, 1],
+                            padding="VALID"))
+    out = b("Mul", image, excite)
+    result = export_with_report(b.graph, ["x"], [out.name])
+    counts = result.report.op_counts
+    assert counts["GlobalAveragePool"] == 1 and counts["Reshape"] == 1 and "Squeeze" not in counts
+    feed = {"x": rng.standard_normal((1, 5, 6, 3)).astype(np.float32)}
+    np.testing.assert_allclose(run_onnx(result.model, feed)[out.name],
+                               Interpreter(b.graph).run(feed, [out.name])[out.name], rtol=1e-5, atol=1e-6)
+
+
 def test_unsupported_opset_is_refused():
     model = load_model_fixture("keras_small_cnn")
     with pytest.raises(OnnxExportError, match="opset 11 is not supported"):

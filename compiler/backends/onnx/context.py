@@ -26,6 +26,8 @@ from compiler.ir.graph import Op, Value
 from compiler.ir.shapes import Shape
 
 
+# ONNX ops whose output is their input's elements in the same order, only the shape changed.
+_SAME_ORDER = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 # A constant-filled tensor up to this many elements is an initializer; a larger one is a
 # ConstantOfShape node, so the file does not carry it.
 INITIALIZER_ELEMENTS = 4096
@@ -219,10 +221,14 @@ class LoweringContext:
         return self.initializer(np.asarray(value, np_type), base)
 
     def reshape_source(self, tensor: str) -> str:
-        """What a Reshape of `tensor` may read instead: the input of a Reshape producing it
-        (two reshapes in a row are one)."""
+        """What a Reshape of `tensor` may read instead: the input of the Reshapes, Squeezes and
+        Unsqueezes producing it, which only relabel the same elements in the same order (a global
+        pool's Squeeze then Keras' reshape back to [N, 1, 1, C] is one Reshape)."""
         producer = self.builder.producer(tensor)
-        return producer.inputs[0] if producer is not None and producer.op_type == "Reshape" else tensor
+        while producer is not None and producer.op_type in _SAME_ORDER:
+            tensor = producer.inputs[0]
+            producer = self.builder.producer(tensor)
+        return tensor
 
     def reshape(self, tensor: str, shape: str, base: str) -> str:
         return self.node("Reshape", [self.reshape_source(tensor), shape], base)[0]
