@@ -2,6 +2,7 @@
 
     python bench/bench_compile.py [--models keras_densenet121,keras_mobilenet_v2] [--runs 7]
     python bench/bench_compile.py --zoo      # every Keras application tools/make_zoo.py has cached
+    python bench/bench_compile.py --faults   # also each tool's minor page faults per run (median)
 
 All three run on the same bytes with GTT's "Optimizing for Deployment" recipe, in a
 process that has imported TensorFlow (and so carries its ~400k-object heap), the way a
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import resource
 import statistics
 import sys
 import time
@@ -55,11 +57,14 @@ def floor(data: bytes) -> bytes:
     return graph.SerializeToString()
 
 
-def timed(fn: Callable[[], bytes]) -> float:
+def timed(fn: Callable[[], bytes]) -> tuple[float, int]:
+    """Seconds and minor page faults of one call: on a VM each fault costs microseconds."""
     gc.collect()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     start = time.perf_counter()
     fn()
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    return seconds, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 
 
 def load(name: str) -> Model:
@@ -69,7 +74,7 @@ def load(name: str) -> Model:
     return build_big_fixture(name)
 
 
-def bench_model(name: str, runs: int) -> str:
+def bench_model(name: str, runs: int, show_faults: bool = False) -> str:
     model = load(name)
     recipe = gtt_deployment_recipe(model.inputs, model.feeds)
     tools: dict[str, Callable[[], bytes]] = {
@@ -79,14 +84,17 @@ def bench_model(name: str, runs: int) -> str:
     }
     for fn in tools.values():
         fn()  # warm-up
-    times: dict[str, list[float]] = {tool: [] for tool in tools}
+    measured: dict[str, list[tuple[float, int]]] = {tool: [] for tool in tools}
     for _ in range(runs):
         for tool, fn in tools.items():
-            times[tool].append(timed(fn))
-    ms = {tool: statistics.median(t) * 1000.0 for tool, t in times.items()}
+            measured[tool].append(timed(fn))
+    ms = {tool: statistics.median(s for s, _ in m) * 1000.0 for tool, m in measured.items()}
     nodes = len(graph_pb2.GraphDef.FromString(model.data).node)
-    return (f"| {name} | {nodes} | {ms['gttc']:.0f} | {ms['GTT']:.0f} | {ms['floor']:.0f} | "
-            f"{ms['gttc'] / ms['GTT']:.2f}x | {ms['gttc'] / ms['floor']:.2f}x |")
+    row = (f"| {name} | {nodes} | {ms['gttc']:.0f} | {ms['GTT']:.0f} | {ms['floor']:.0f} | "
+           f"{ms['gttc'] / ms['GTT']:.2f}x | {ms['gttc'] / ms['floor']:.2f}x |")
+    if show_faults:
+        row += "".join(f" {statistics.median(f for _, f in measured[tool]):.0f} |" for tool in tools)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,15 +103,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zoo", action="store_true",
                         help="every Keras application in .cache/zoo (run tools/make_zoo.py --families apps first)")
     parser.add_argument("--runs", type=int, default=7, help="timed runs per tool and model (median reported)")
+    parser.add_argument("--faults", action="store_true", help="add each tool's median minor page faults per run")
     args = parser.parse_args(argv)
     names = sorted(p.stem for p in ZOO_CACHE.glob("app_*.pb")) if args.zoo else args.models.split(",")
     if not names:
         parser.error(f"no Keras applications cached in {ZOO_CACHE}: run tools/make_zoo.py --families apps")
     print(f"runs: {args.runs}, interleaved, median; TensorFlow {tensorflow.__version__} imported, heap not frozen\n")
-    print("| model | nodes | gttc ms | GTT ms | floor ms | gttc / GTT | gttc / floor |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    header = "| model | nodes | gttc ms | GTT ms | floor ms | gttc / GTT | gttc / floor |"
+    rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    if args.faults:
+        header += " gttc faults | GTT faults | floor faults |"
+        rule += " ---: | ---: | ---: |"
+    print(header)
+    print(rule)
     for name in names:
-        print(bench_model(name.strip(), args.runs), flush=True)
+        print(bench_model(name.strip(), args.runs, args.faults), flush=True)
     return 0
 
 

@@ -33,8 +33,9 @@ from compiler.crosscheck import REFERENCES, Candidate, cross_check, feed_list, i
 from compiler.errors import GttcError, InputError, ToleranceExceeded
 from compiler.gcguard import collector_paused
 from compiler.ir.graph import Graph
-from compiler.limits import (DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES, LOOP_ENV, TENSOR_ENV, format_size,
-                            parse_count, parse_size, resource_limits, set_limits)
+from compiler.limits import (DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES, LOOP_ENV, TENSOR_ENV,
+                            environment_read_once, format_size, parse_count, parse_size, resource_limits,
+                            set_limits)
 from compiler.modelio import ONNX_QUANT_FORMATS
 from compiler.passes.base import PASS_REGISTRY, Param, Pass
 from compiler.passes.instruments import FloatSnapshotInstrument, PipelineReport
@@ -675,7 +676,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     handler = SUBCOMMANDS.get(argv[0]) if argv else None
     try:
-        with resource_limits():  # a command's --max-* flags last as long as the command
+        # A command's --max-* flags last as long as the command; the environment's limits are read once in it.
+        with resource_limits(), environment_read_once():
             if handler is not None:
                 return handler(argv[1:])
             return cmd_compile(argv)

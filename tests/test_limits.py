@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +57,22 @@ def test_a_compile_reads_the_environment_once_at_first_use(monkeypatch):
     monkeypatch.setenv("GTTC_MAX_TENSOR_BYTES", "lots")
     with environment_read_once(), pytest.raises(InputError, match="expected a number of bytes"):
         max_tensor_bytes()
+
+
+def test_the_command_line_reads_the_environment_once_per_command(monkeypatch, tmp_path):
+    """As `compiler.api` does: a compile decodes every constant and runs kernels, each asking for the limit."""
+    from compiler.cli import main
+
+    reads = []
+
+    class CountingEnviron(dict):
+        def get(self, key, default=None):
+            reads.append(key)
+            return super().get(key, default)
+
+    monkeypatch.setattr(os, "environ", CountingEnviron(os.environ, GTTC_MAX_TENSOR_BYTES="1G"))
+    assert main(["-O2", str(FIXTURES / "digits_cnn.pb"), "-o", str(tmp_path / "out.pb"), "--quiet"]) == 0
+    assert reads.count("GTTC_MAX_TENSOR_BYTES") == 1
 
 
 def test_check_tensor_size_says_how_to_raise_the_limit():

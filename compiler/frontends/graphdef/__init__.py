@@ -5,9 +5,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from compiler.frontends.graphdef.lower import lower_graphdef
-from compiler.frontends.graphdef.reader import (
-    parse_graphdef, parse_graphdef_source, read_graphdef_file, read_graphdef_source,
-)
+from compiler.frontends.graphdef.reader import parse_graphdef, parse_graphdef_source, read_graphdef_file
 from compiler.ir.graph import Graph
 from compiler.ir.signatures import check_signatures
 
@@ -21,12 +19,13 @@ def import_graphdef(graph_def: Any, where: str = "<graph>", encoded: Optional[by
 
 
 def load_graph(path: str | Path) -> Graph:
-    """Read and import a GraphDef file."""
-    graph_def, encoded = read_graphdef_source(path)
-    return import_graphdef(graph_def, str(path), encoded)
+    """Read and import a GraphDef file.  Its bytes are dropped once parsed: keeping them to reuse
+    large tensors' encodings would hold a second copy of the model for the whole compile."""
+    return import_graphdef(read_graphdef_file(path), str(path))
 
 
 def load_graph_bytes(data: bytes, where: str = "<bytes>") -> Graph:
+    """Parse and import `data`, which the caller holds anyway: large tensors are reused from it."""
     graph_def, encoded = parse_graphdef_source(data, where)
     return import_graphdef(graph_def, where, encoded)
 

@@ -23,11 +23,6 @@ def is_text_path(path: str | Path) -> bool:
 
 def read_graphdef_file(path: str | Path) -> graph_pb2.GraphDef:
     """Load `path`; the suffix picks text or binary, and either falls back to the other."""
-    return read_graphdef_source(path)[0]
-
-
-def read_graphdef_source(path: str | Path) -> tuple[graph_pb2.GraphDef, Optional[bytes]]:
-    """`read_graphdef_file`, and the file's bytes when they were parsed as binary (else None)."""
     p = Path(path)
     try:
         data = p.read_bytes()
@@ -37,7 +32,7 @@ def read_graphdef_source(path: str | Path) -> tuple[graph_pb2.GraphDef, Optional
         raise InputError(f"{path}: is a directory, not a GraphDef file") from None
     except OSError as err:
         raise InputError(f"{path}: cannot read ({err.strerror})") from None
-    return parse_graphdef_source(data, str(path), text_first=is_text_path(p))
+    return parse_graphdef(data, str(path), text_first=is_text_path(p))
 
 
 def parse_graphdef(data: bytes, where: str = "<bytes>", text_first: bool = False) -> graph_pb2.GraphDef:
