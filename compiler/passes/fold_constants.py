@@ -39,6 +39,7 @@ from compiler.rewrite.constants import const_op
 from compiler.rewrite.edit import erase_dead, node_names, take_over
 from compiler.runtime.control_flow import TF1_CONTROL_FLOW_OPS
 from compiler.runtime.functions import FUNCTIONAL_OPS
+from compiler.runtime.kernels.registry import ieee_warnings_off
 from compiler.runtime.op_eval import FORWARDING_OPS, InterpreterError, evaluate_op, has_kernel
 
 TF_MAX_CONSTANT_BYTES = 10 * 1024 * 1024
@@ -109,14 +110,17 @@ class _Folder:
         return found
 
     def _replace_boundaries(self) -> tuple[int, int, int]:
+        """Each boundary value becomes the Const it forwards, or a new one; all are computed first
+        (redirecting readers outside the foldable ops changes no foldable op's operands)."""
         forwarded = created = skipped = 0
-        for value in self._boundaries():
-            origin = const_op(value)
+        boundaries = [(value, const_op(value)) for value in self._boundaries()]
+        computed = iter(self._evaluate_all([value for value, origin in boundaries if origin is None]))
+        for value, origin in boundaries:
             if origin is not None:
                 _redirect_outside(value, origin.results[0], self.foldable)
                 forwarded += 1
                 continue
-            arr = self._evaluate(value)
+            arr = next(computed)
             if arr is None or arr.nbytes > self.max_bytes:
                 skipped += 1
                 continue
@@ -128,13 +132,13 @@ class _Folder:
     def _replace_outputs(self) -> int:
         """Outputs computed by foldable non-Const ops become Consts with the same name."""
         replaced = 0
-        for name in sorted(self.outputs):
+        for name in sorted(self.outputs):  # each checked after the last was replaced: that may free its results
             op = self.graph.get(name)
             if op is None or op not in self.foldable or op.type == "Const" or not op.results:
                 continue
             if any(v.uses for v in op.results[1:]):
                 continue
-            arr = self._evaluate(op.results[0])
+            (arr,) = self._evaluate_all([op.results[0]])
             if arr is None:
                 continue
             const = self._new_const(op.results[0], arr, self.graph.unique_name(name + "/_folded"))
@@ -154,6 +158,12 @@ class _Folder:
         return name
 
     # -- evaluation -------------------------------------------------------------------
+    def _evaluate_all(self, targets: list[Value]) -> list[Optional[np.ndarray]]:
+        """`_evaluate` of each target, in order, with numpy's IEEE warnings turned off once for
+        every kernel run (as each kernel would turn them off for itself)."""
+        with ieee_warnings_off():
+            return [self._evaluate(target) for target in targets]
+
     def _evaluate(self, target: Value) -> Optional[np.ndarray]:
         """The value of `target`, computing what it needs first; None if something failed."""
         done, failed = self.done, self.failed
