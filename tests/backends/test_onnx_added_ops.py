@@ -194,6 +194,14 @@ def test_symmetric_mirror_pad_gathers_outer_axes_of_known_size(known: bool):
     assert counts == ({"Gather": 2, "Slice": 2, "Concat": 1} if known else {"Gather": 1, "Slice": 4, "Concat": 2})
 
 
+def test_symmetric_mirror_pad_of_a_huge_axis_slices_instead_of_listing_positions():
+    b = Builder()
+    x = b.input("x", [2 ** 33, 4])
+    out = b("MirrorPad", x, ints(b, [[2, 1], [0, 0]]), mode="SYMMETRIC", Tpaddings=DType.INT32)
+    counts = export_with_report(b.graph, ["x"], [out.name]).report.op_counts
+    assert counts == {"Slice": 2, "Concat": 1}
+
+
 # -- TopKV2 --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("sorted_", [True, False])
 def test_top_k_with_ties(sorted_: bool):

@@ -13,7 +13,7 @@ import numpy as np
 
 from compiler.backends.onnx import conv1d, layout, opset, repeat_resize
 from compiler.backends.onnx.nonnegative import never_negative
-from compiler.backends.onnx.context import Lowered, LoweringContext
+from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
 from compiler.backends.onnx.fusion import flatten_concat
@@ -263,16 +263,16 @@ def emit_pad(ctx: LoweringContext, op: Op, x: str, pairs: Sequence[tuple[int, in
 
 def _symmetric_pad(ctx: LoweringContext, op: Op, x: str, pairs: Sequence[tuple[int, int]],
                    suffix: Optional[str], dims: Sequence[Optional[int]]) -> str:
-    """SYMMETRIC mirror padding (edge included), which ONNX Pad lacks.  An outer axis of known size
-    is one Gather of mirrored positions; the innermost axis, where onnxruntime's Gather copies
-    element by element, is reversed slices concatenated."""
+    """SYMMETRIC mirror padding (edge included), which ONNX Pad lacks.  An outer axis of known
+    (and sane) size is one Gather of mirrored positions; the innermost axis, where onnxruntime's
+    Gather copies element by element, is reversed slices concatenated."""
     padded_axes = [a for a, (b, e) in enumerate(pairs) if b or e]
     for n, axis in enumerate(padded_axes):
         before, after = pairs[axis]
         last = n == len(padded_axes) - 1
         name = suffix if last else f"mirror{axis}"
         size = dims[axis]
-        if size is not None and axis < len(pairs) - 1:
+        if size is not None and axis < len(pairs) - 1 and before + size + after <= INITIALIZER_ELEMENTS:
             positions = np.r_[before - 1:-1:-1, 0:size, size - 1:size - 1 - after:-1].astype(np.int64)
             inputs = [x, ctx.initializer(positions, f"{op.name}/mirror{axis}_positions")]
             x = ctx.emit1(op, "Gather", inputs, axis=axis) if last and suffix is None else \
