@@ -32,6 +32,7 @@ _SAME_ORDER = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 # ConstantOfShape node, so the file does not carry it.
 INITIALIZER_ELEMENTS = 4096
 
+
 @dataclass(frozen=True)
 class Lowered:
     """The ONNX tensor holding a TF value, and the layout it is stored in."""

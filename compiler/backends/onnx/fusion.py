@@ -40,7 +40,7 @@ def absorb_bias(ctx: LoweringContext, op: Op, x: Value, bias: Value) -> bool:
     node = _node_making(ctx, x)
     if node is not None and node.op_type in _BIASED:
         return _into_node(ctx, op, node, x, array)
-    return _across_add(ctx, op, x, array)
+    return _across_add(ctx, op, x, node, array)
 
 
 def _private_result(ctx: LoweringContext, x: Value, op: Op) -> bool:
@@ -55,11 +55,10 @@ def _node_making(ctx: LoweringContext, x: Value) -> Optional[Node]:
     return node if node is not None and node.outputs[0] == tensor else None
 
 
-def _across_add(ctx: LoweringContext, op: Op, x: Value, array: np.ndarray) -> bool:
+def _across_add(ctx: LoweringContext, op: Op, x: Value, add: Optional[Node], array: np.ndarray) -> bool:
     """(a @ w + s) + bias as (a @ w + bias) + s, the bias riding on the float Gemm (as tf2onnx
-    does for Keras' unrolled recurrent cells).  This reorders one float addition: the sum may
-    differ from TF's in its last bit."""
-    add = _node_making(ctx, x)
+    does for Keras' unrolled recurrent cells); `add` is the node making x.  This reorders one
+    float addition: the sum may differ from TF's in its last bit."""
     if add is None or add.op_type != "Add" or x.op.type not in _ADDS:
         return False
     for source in x.op.operands:

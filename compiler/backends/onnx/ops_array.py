@@ -12,12 +12,12 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from compiler.backends.onnx import conv1d, layout, opset, repeat_resize
-from compiler.backends.onnx.nonnegative import never_negative
 from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
 from compiler.backends.onnx.fusion import flatten_concat
 from compiler.backends.onnx.layout import Perm
+from compiler.backends.onnx.nonnegative import never_negative
 from compiler.backends.onnx.ops_elementwise import broadcast_operands
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
 from compiler.graphutil import input_pipeline
@@ -631,14 +631,14 @@ def depth_positions(ctx: LoweringContext, op: Op, trailing: int) -> str:
     if depth is not None:
         return ctx.initializer(np.arange(int(depth.reshape(-1)[0]), dtype=np.int64).reshape((-1,) + (1,) * trailing),
                                f"{op.name}/positions")
-    count = _counting(ctx, op, int64_operand(ctx, op, 1, flat=False), "count")
+    count = counting(ctx, op, int64_operand(ctx, op, 1, flat=False), "count")
     if not trailing:
         return count
     shape = ctx.ints([-1] + [1] * trailing, f"{op.name}/positions_shape")
     return ctx.helper1(op, "positions", "Reshape", [count, shape])
 
 
-def _counting(ctx: LoweringContext, op: Op, count: str, suffix: str) -> str:
+def counting(ctx: LoweringContext, op: Op, count: str, suffix: str) -> str:
     """0, 1, ..., count - 1 (int64) for a run-time int64 scalar `count`."""
     zero, one = ctx.scalar(0, DType.INT64, "zero"), ctx.scalar(1, DType.INT64, "one")
     return ctx.helper1(op, suffix, "Range", [zero, count, one])
@@ -661,7 +661,7 @@ def _range(ctx: LoweringContext, op: Op) -> None:
         raise UnsupportedOpError(op.type, op.name, f"Range of {dtype} (ONNX Range takes int16/32/64, float, double)")
     span = ctx.helper1(op, "steps", "Div", [ctx.helper1(op, "span", "Sub", [limit, start]), delta])
     count = ctx.helper1(op, "count", "Cast", [ctx.helper1(op, "ceil", "Ceil", [span])], to=onnx_type(DType.INT64))
-    index = _counting(ctx, op, count, "index")
+    index = counting(ctx, op, count, "index")
     scaled = ctx.helper1(op, "scaled", "Mul", [ctx.helper1(op, "index_t", "Cast", [index], to=onnx_type(dtype)), delta])
     ctx.bind(op.results[0], ctx.emit1(op, "Add", [start, scaled]))
 

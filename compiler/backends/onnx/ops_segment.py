@@ -21,7 +21,7 @@ from compiler.backends.onnx import opset
 from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.ops_array import depth_positions, int64_operand, shape_slice
+from compiler.backends.onnx.ops_array import counting, depth_positions, int64_operand, shape_slice
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
@@ -222,9 +222,8 @@ def _segment_numbers(ctx: LoweringContext, op: Op, count: str) -> str:
     known = ctx.constant(op.operands[2]) if op.type in _UNSORTED else None
     if known is not None:
         return ctx.ints(range(int(known)), f"{op.name}/segments")
-    scalar = ctx.helper1(op, "count_scalar", "Reshape", [count, ctx.ints([], "scalar_shape")])
-    return ctx.helper1(op, "segments", "Range", [ctx.scalar(0, DType.INT64, "zero"), scalar,
-                                                  ctx.scalar(1, DType.INT64, "one")])
+    return counting(ctx, op, ctx.helper1(op, "count_scalar", "Reshape", [count, ctx.ints([], "scalar_shape")]),
+                    "segments")
 
 
 def _num_segments(ctx: LoweringContext, op: Op, index: int = 2) -> str:
