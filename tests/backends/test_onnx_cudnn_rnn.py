@@ -130,3 +130,35 @@ def test_no_more_nodes_than_tf2onnx(dirs):
     print(f"CudnnRNN gru dirs={dirs}: gttc {sum(counts.values())} nodes, tf2onnx {len(theirs.graph.node)} "
           f"(tf2onnx's max error {error:.2f})")
     assert sum(counts.values()) <= len(theirs.graph.node)
+
+
+def test_graph_traced_by_tensorflow():
+    """A GraphDef TF itself writes (tf.raw_ops.CudnnRNN in a tf.function, params a constant as a
+    frozen graph has it) imports, runs in the interpreter and exports like the built ones."""
+    tf = pytest.importorskip("tensorflow")
+    from compiler.frontends.graphdef import load_graph_bytes
+
+    rng = np.random.default_rng(4)
+    cells = random_cells(rng, "lstm", 2, 2, 3, 4)
+    packed = pack(cells)
+
+    @tf.function(input_signature=[tf.TensorSpec([5, 2, 3], tf.float32), tf.TensorSpec([4, 2, 4], tf.float32)])
+    def network(x, h):
+        params = tf.constant(packed)  # made inside: a captured tensor would be a placeholder
+        out = tf.raw_ops.CudnnRNN(input=x, input_h=h, input_c=tf.zeros_like(h), params=params, rnn_mode="lstm",
+                                  direction="bidirectional", is_training=False)
+        return tf.identity(out.output, name="y"), tf.identity(out.output_h, name="yh")
+
+    graph_def = network.get_concrete_function().graph.as_graph_def()
+    graph = load_graph_bytes(graph_def.SerializeToString())
+    feeds = {"x": rng.standard_normal((5, 2, 3)).astype(np.float32),
+             "h": rng.uniform(-1, 1, (4, 2, 4)).astype(np.float32)}
+    want = keras_network("lstm", feeds["x"], feeds["h"], np.zeros((4, 2, 4), np.float32), cells)
+    result = export_with_report(graph, list(feeds), ["y", "yh"])
+    onnx.checker.check_model(result.model, full_check=True)
+    got = run_onnx(result.model, feeds, ["y", "yh"])
+    ours = Interpreter(graph).run(feeds, ["y", "yh"])
+    for name, expected in zip(("y", "yh"), want):
+        assert float(np.abs(got[name] - expected).max()) <= TOLERANCE
+        assert float(np.abs(ours[name] - expected).max()) <= TOLERANCE
+    assert result.report.op_counts["LSTM"] == 2
