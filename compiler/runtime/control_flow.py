@@ -195,7 +195,7 @@ class FrameExecutor:
 
     def _fire_merge(self, op: Op, ctx: Context, inputs: list, control_dead: bool) -> None:
         live = [i for i, t in enumerate(inputs) if t is not None and t is not DEAD]
-        if control_dead or not live:
+        if not live:  # TF: a dead control input does not kill a Merge (a cond's branch_executed Merge)
             self._emit(op, ctx, [DEAD, DEAD], dead=True)
         else:
             self._emit(op, ctx, [inputs[live[0]], np.asarray(live[0], dtype=np.int32)], dead=False)

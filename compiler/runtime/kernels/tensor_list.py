@@ -19,6 +19,8 @@ from typing import Optional
 
 import numpy as np
 
+from compiler.ir.dtypes import DType
+
 from .common import attr, checked_shape, dtype_attr, int_vector, scalar_int
 from .registry import KernelError, kernel
 
@@ -117,6 +119,13 @@ def _stacked(tensor_list: TensorList, indices: Iterable[int], shape: ElementShap
     return np.stack(items)
 
 
+def _element_dtype(attrs: Attrs) -> np.dtype:
+    """Items' dtype; variant items (map_fn's ragged rows, kernels/ragged.py) are 0-d object arrays."""
+    if int(attr(attrs, "element_dtype")) == DType.VARIANT:
+        return np.dtype(object)
+    return dtype_attr(attrs, "element_dtype")
+
+
 @kernel("TensorListReserve")
 def _reserve(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     shape, count = inputs
@@ -124,13 +133,13 @@ def _reserve(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     if n < 0:
         raise KernelError(f"num_elements must be non-negative, got {n}")
     checked_shape([n], np.dtype(object).itemsize, "list")
-    dtype = dtype_attr(attrs, "element_dtype")
+    dtype = _element_dtype(attrs)
     return [as_handle(TensorList(dtype, parse_element_shape(shape), (None,) * n))]
 
 
 @kernel("EmptyTensorList")
 def _empty(attrs: Attrs, inputs: list[Array]) -> list[Array]:
-    dtype = dtype_attr(attrs, "element_dtype")
+    dtype = _element_dtype(attrs)
     return [as_handle(TensorList(dtype, parse_element_shape(inputs[0]), ()))]
 
 
