@@ -198,13 +198,16 @@ def test_auto_select_with_other_input_size_is_linear_input():
     np.testing.assert_array_equal(got[0], want[0])
 
 
-@pytest.mark.parametrize("which", ["params", "input_h", "input_c"])
+@pytest.mark.parametrize("which", ["params", "input_h", "input_c", "no_units", "no_inputs", "lengths"])
 def test_bad_shapes_are_refused(which):
     _, x, h0, c0, params, attrs = case(4, "lstm", 2, 2, 3, 2, 3, 3)
     feeds = {"params": [x, h0, c0, params[:-1]], "input_h": [x, h0[:3], c0, params],
-             "input_c": [x, h0, c0[:, :1], params]}[which]
+             "input_c": [x, h0, c0[:, :1], params], "no_units": [x, h0[..., :0], c0[..., :0], params[:0]],
+             "no_inputs": [x[..., :0], h0, c0, params],
+             "lengths": [x, h0, c0, params, np.array([3, 4], np.int32)]}[which]
+    op = "CudnnRNNV3" if which == "lengths" else "CudnnRNN"
     with pytest.raises(KernelError):
-        run_ours("CudnnRNN", feeds, attrs)
+        run_ours(op, feeds, attrs)
 
 
 def test_report_max_error():

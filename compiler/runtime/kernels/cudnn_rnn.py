@@ -88,6 +88,8 @@ def rnn_config(attrs: Attrs, input_shape: tuple, h_shape: tuple) -> RnnConfig:
     config = RnnConfig(mode, dirs, stacked // dirs, h_shape[2], input_shape[2], time_major)
     if input_mode == "skip_input" or (input_mode == "auto_select" and config.input_size == config.units):
         raise KernelError(f"input_mode '{input_mode}' (no input matrices in the first layer) is not supported")
+    if config.units <= 0 or config.input_size <= 0:
+        raise KernelError(f"num_units ({config.units}) and input_size ({config.input_size}) must be positive")
     if config.layers == 0 or stacked != config.layers * dirs:
         raise KernelError(f"Invalid input_h shape: {list(h_shape)}: its {'first' if time_major else 'second'} "
                           f"dim must be a positive multiple of {dirs}")
