@@ -100,6 +100,15 @@ def test_is_finite_and_div_no_nan():
     assert (expected[feeds["y"] == 0] == 0).all()  # even inf / 0 and nan / 0
 
 
+def test_div_no_nan_by_a_constant_without_zeros_is_a_div():
+    b = Builder()
+    x = b.input("x", [2, 3])
+    outputs = [b("DivNoNan", x, b.const(np.asarray([4, -0.5, 3], np.float32))),
+               b("DivNoNan", x, b.const(np.asarray([4, -0.0, 3], np.float32)))]  # -0.0 is a zero
+    feeds = {"x": np.asarray([[1, np.inf, np.nan], [-2, 0, 5]], np.float32)}
+    assert check(b, feeds, outputs) == {"Div": 2, "Equal": 1, "Where": 1}
+
+
 def test_elementwise_on_a_channels_first_tensor():
     rng = np.random.default_rng(11)
     b = Builder()

@@ -126,6 +126,26 @@ def test_spatial_mean_and_max_of_a_cnn_are_global_pools():
         np.testing.assert_array_equal(got[name], want[name])
 
 
+def test_kept_dims_reductions_over_size_one_axes_are_their_input():
+    """A 1x1 image's global pool (LeViT's head at 64 pixels) is no node; other axes still reduce."""
+    b = Builder()
+    x = b.input("x", [1, 1, 1, 3])
+    image = b("Conv2D", x, b.const(np.ones((1, 1, 3, 4), np.float32)), strides=[1, 1, 1, 1], padding="VALID")
+    spatial = b.const(np.asarray([1, 2], np.int32))
+    outputs = [b(kind, image, spatial, keep_dims=True, Tidx=DType.INT32) for kind in ("Mean", "Max", "Prod")]
+    outputs.append(b("Any", b("Greater", image, b.const(np.float32(0))), spatial, keep_dims=True, Tidx=DType.INT32))
+    outputs.append(b("Sum", image, b.const(np.asarray([2, 3], np.int32)), keep_dims=True, Tidx=DType.INT32))
+    names = [v.name for v in outputs]
+    result = export_with_report(b.graph, ["x"], names)
+    counts = result.report.op_counts
+    assert "GlobalAveragePool" not in counts and "GlobalMaxPool" not in counts and counts["ReduceSum"] == 1
+    feed = {"x": np.random.default_rng(3).standard_normal((1, 1, 1, 3)).astype(np.float32)}
+    want, got = Interpreter(b.graph).run(feed, names), run_onnx(result.model, feed, names)
+    for name in names:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6)
+        assert got[name].shape == want[name].shape
+
+
 def test_squeeze_excitation_pools_and_reshapes_once():
     """Keras' SE block: Mean over H, W (dims dropped), Reshape to [N, 1, 1, C], 1x1 conv.  The
     global pool's Squeeze and the reshapes read as one Reshape into the conv's NCHW input."""

@@ -373,8 +373,14 @@ def _is_finite(ctx: LoweringContext, op: Op) -> None:
 @lowers("DivNoNan", layout=AGNOSTIC)
 def _div_no_nan(ctx: LoweringContext, op: Op) -> None:
     """x / y, but 0 where y is 0: the quotient masked.  An integer divisor's zeros are made ones
-    first (an integer division by zero is undefined); a float one's inf/NaN is masked away."""
+    first (an integer division by zero is undefined); a float one's inf/NaN is masked away.
+    A constant divisor without zeros masks nothing: a plain Div (the moments of Keras'
+    GroupNormalization divide by a folded count of weights this way)."""
     inputs, perm = broadcast_operands(ctx, op, op.operands)
+    divisor_value = ctx.constant(op.operands[1])
+    if divisor_value is not None and divisor_value.size and not np.any(divisor_value == 0):
+        ctx.bind(op.results[0], ctx.emit1(op, "Div", inputs), perm)
+        return
     dtype = ctx.dtype(op.operands[1])
     zero = ctx.scalar(0, dtype, "zero")
     is_zero = ctx.helper1(op, "is_zero", "Equal", [inputs[1], zero])

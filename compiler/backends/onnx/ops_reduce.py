@@ -19,6 +19,7 @@ from compiler.backends.onnx.ops_quantized import is_dequantized
 from compiler.backends.onnx.registry import AGNOSTIC, LAYOUT_ROLES, lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
+from compiler.ir.shapes import Shape
 
 REDUCTIONS = {"Mean": "ReduceMean", "Sum": "ReduceSum", "Max": "ReduceMax", "Min": "ReduceMin",
               "Prod": "ReduceProd"}
@@ -44,11 +45,18 @@ def reduction_of(ctx: LoweringContext, op: Op) -> Optional[Reduction]:
     axes = sorted({int(a) % rank for a in ctx.const_operand(op, 1, "the reduction axes").reshape(-1)}) if rank else []
     keep = bool(op.attr("keep_dims", False))
     found = _in_readers_layout(ctx, op) if keep else ctx.lowered(op.operands[0])
-    if not axes:
-        ctx.bind(op.results[0], found.tensor, found.perm)
+    if not axes or (keep and _all_size_one(ctx.shape(op.operands[0]), axes)):
+        ctx.bind(op.results[0], found.tensor, found.perm)  # every reduction of one element is that element
         return None
     stored = sorted(layout.physical_axis(a, found.perm, rank) for a in axes)
     return Reduction(found, rank, axes, stored, keep)
+
+
+def _all_size_one(shape: Shape, axes: list[int]) -> bool:
+    """Whether every reduced axis is statically of size 1: a kept-dims reduction over them is its
+    input (a Keras global pool after a network that shrank the image to 1x1; grappler drops it too)."""
+    dims = shape.dims
+    return dims is not None and all(dims[a] == 1 for a in axes)
 
 
 def _in_readers_layout(ctx: LoweringContext, op: Op) -> Lowered:
