@@ -328,3 +328,31 @@ def test_map_fn_over_ragged_runs_in_the_interpreter_like_tf(tmp_path):
         np.testing.assert_allclose(got["sums"], want[0], rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(got["dense"], want[1], rtol=1e-6)
         assert got["dense"].shape == want[1].shape
+
+
+# ---------------------------------------------------------------- shape rules
+def test_shape_rules_agree_with_the_kernels():
+    from compiler.analysis import analyze
+    from compiler.runtime.interpreter import Interpreter
+    from tests.backends.test_onnx_export import Builder
+
+    b = Builder()
+    i64 = lambda v: b.const(np.asarray(v, np.int64))  # noqa: E731
+    values = b.input("values", [5, 2])
+    splits = [i64([0, 2, 3]), i64([0, 1, 1, 5])]
+    outs = list(b("RaggedRange", i64([0, 3, 1]), i64(7), i64([2, 1, 3]), T=DType.INT64, Tsplits=DType.INT64))
+    outs += list(b("RaggedTensorToSparse", *splits, values, RAGGED_RANK=2, T=DType.FLOAT,
+                   Tsplits=DType.INT64))
+    outs += list(b("RaggedGather", *splits, values, b.const(np.zeros([2, 3], np.int32)), PARAMS_RAGGED_RANK=2,
+                   OUTPUT_RAGGED_RANK=3, Tvalues=DType.FLOAT, Tindices=DType.INT32, Tsplits=DType.INT64))
+    outs.append(b("RaggedTensorToTensor", i64([-1, 4, -1, 2]), values, b.const(np.float32(0)), *splits,
+                  row_partition_types=["ROW_SPLITS", "ROW_SPLITS"], num_row_partition_tensors=2, T=DType.FLOAT,
+                  Tindex=DType.INT64, Tshape=DType.INT64))
+    outs.append(b("RaggedTensorToVariant", *splits, values, RAGGED_RANK=2, batched_input=True, Tvalues=DType.FLOAT,
+                  Tsplits=DType.INT64))
+    info = analyze(list(b.graph), {})
+    got = Interpreter(b.graph).run({"values": np.ones([5, 2], np.float32)}, [v.name for v in outs])
+    for value in outs:
+        dims = info.shape(value).dims
+        assert dims is not None and len(dims) == got[value.name].ndim, (value.name, dims)
+        assert all(d is None or d == n for d, n in zip(dims, got[value.name].shape)), (value.name, dims)
