@@ -21,7 +21,7 @@ from compiler.backends.onnx import UnsupportedOpError, export_with_report  # noq
 from compiler.backends.onnx.tf2onnx_compare import convert_with_tf2onnx  # noqa: E402
 from compiler.frontends.graphdef import load_graph_bytes  # noqa: E402
 from compiler.runtime.onnx_runner import run_onnx  # noqa: E402
-from tests.runtime.test_kernels_sparse import _sparse_indices, _target  # noqa: E402
+from tests.runtime.test_kernels_sparse import _check_crop, _sparse_indices, _target  # noqa: E402
 
 pytestmark = pytest.mark.tf
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -220,3 +220,64 @@ def test_dense_to_dense_set_operation_of_unknown_rank_is_refused():
 
     with pytest.raises(UnsupportedOpError, match="known rank"):
         TfGraph(build).export()
+
+
+# -- SampleDistortedBoundingBox(V2) -------------------------------------------------------------------
+def _bbox_graph(op: str, use_image: bool, covered, boxes_shape, seed: int = 1) -> TfGraph:
+    attrs = {"aspect_ratio_range": [0.5, 2.0], "area_range": [0.1, 0.8], "max_attempts": 40, "seed": seed,
+             "seed2": 2, "use_image_if_no_bounding_boxes": use_image}
+
+    def build(g: TfGraph):
+        size = g.input("image_size", tf.int32, [3])
+        boxes = g.input("boxes", tf.float32, boxes_shape)
+        if op == "SampleDistortedBoundingBox":
+            return list(tf.raw_ops.SampleDistortedBoundingBox(image_size=size, bounding_boxes=boxes,
+                                                              min_object_covered=covered, **attrs))
+        given = g.input("covered", tf.float32, []) if covered is None else tf.constant(covered, tf.float32)
+        return list(tf.raw_ops.SampleDistortedBoundingBoxV2(image_size=size, bounding_boxes=boxes,
+                                                            min_object_covered=given, **attrs))
+
+    return TfGraph(build)
+
+
+def _boxes(rng: np.random.Generator, count: int) -> np.ndarray:
+    corners = np.sort(rng.uniform(0, 1, (1, count, 2, 2)), axis=2)
+    return corners.transpose(0, 1, 3, 2).reshape(1, count, 4)[..., [0, 2, 1, 3]].astype(np.float32)
+
+
+@pytest.mark.parametrize("op, use_image, covered, boxes_shape", [
+    ("SampleDistortedBoundingBoxV2", False, 0.1, [1, None, 4]),
+    ("SampleDistortedBoundingBoxV2", True, None, [1, None, 4]),
+    ("SampleDistortedBoundingBox", True, 0.3, [1, 3, 4]),
+    ("SampleDistortedBoundingBoxV2", False, 0.0, [1, None, 4]),
+])
+def test_sample_distorted_bounding_box_keeps_tf_guarantees_in_onnxruntime(op, use_image, covered, boxes_shape):
+    rng = np.random.default_rng(14)
+    graph = _bbox_graph(op, use_image, covered, boxes_shape)
+    model, ours = graph.export()
+    wholes = 0
+    for case in range(20):
+        height, width = (int(v) for v in rng.integers(1, 300, 2))
+        count = 3 if boxes_shape[1] == 3 else int(rng.integers(0 if use_image else 1, 4))
+        feeds = {"image_size": np.asarray([height, width, 3], np.int32), "boxes": _boxes(rng, count)}
+        if covered is None:
+            feeds["covered"] = np.asarray(rng.uniform(0, 0.7), np.float32)
+        got = run_model(graph, model, feeds)
+        want = graph.run_tf(feeds)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+        wholes += _check_crop(*got, height, width, (0.5, 2.0), (0.1, 0.8))
+        np.testing.assert_array_equal(got[0], run_model(graph, model, feeds)[0])  # seeded: repeats
+    assert wholes < 10
+    if op.endswith("V2"):  # tf2onnx reads V1's min_object_covered attribute as a third input and fails
+        no_more_nodes_than_tf2onnx(graph, ours)
+
+
+def test_sample_distorted_bounding_box_falls_back_to_the_whole_image_in_onnxruntime():
+    graph = _bbox_graph("SampleDistortedBoundingBoxV2", False, 1.0, [1, None, 4])
+    model, _ = graph.export()
+    feeds = {"image_size": np.asarray([40, 60, 3], np.int32), "boxes": np.asarray([[[0.0, 0.0, 1.0, 1.0]]], np.float32)}
+    begin, size, box = run_model(graph, model, feeds)  # no crop of at most 0.8 of the image covers all of it
+    np.testing.assert_array_equal(begin, [0, 0, 0])
+    np.testing.assert_array_equal(size, [40, 60, -1])
+    np.testing.assert_array_equal(box, [[[0, 0, 1, 1]]])
