@@ -163,7 +163,7 @@ class FrameExecutor:
         state = self.pending[(op, ctx)]
         inputs = state.inputs
         if op.type in _MERGE:
-            self._fire_merge(op, ctx, inputs, state.control_dead)
+            self._fire_merge(op, ctx, inputs)
         elif op.type in _SWITCH:
             self._fire_switch(op, ctx, inputs, state.control_dead)
         elif op.type in _ENTER:
@@ -193,7 +193,7 @@ class FrameExecutor:
             self._deliver_value(value, ctx, token)
         self._deliver_control(op, ctx, dead)
 
-    def _fire_merge(self, op: Op, ctx: Context, inputs: list, control_dead: bool) -> None:
+    def _fire_merge(self, op: Op, ctx: Context, inputs: list) -> None:
         live = [i for i, t in enumerate(inputs) if t is not None and t is not DEAD]
         if not live:  # TF: a dead control input does not kill a Merge (a cond's branch_executed Merge)
             self._emit(op, ctx, [DEAD, DEAD], dead=True)

@@ -146,6 +146,40 @@ def test_kept_dims_reductions_over_size_one_axes_are_their_input():
         assert got[name].shape == want[name].shape
 
 
+def test_parts_read_in_tf_order_are_split_after_one_conversion():
+    """BoTNet's query, key and value: one convolution split in three, each reshaped in TF order.
+    The convolution's result is converted once, before the Split, not once per part."""
+    rng = np.random.default_rng(14)
+    b = Builder()
+    x = b.input("x", [1, 4, 4, 3])
+    qkv = b("Conv2D", x, b.const(_weights(rng, 1, 1, 3, 6)), strides=[1, 1, 1, 1], padding="VALID")
+    parts = b("Split", b.const(np.int32(3)), qkv, num_split=3)
+    outputs = [b("Reshape", part, b.const(np.asarray([1, 16, 2], np.int32)), Tshape=DType.INT32) for part in parts]
+    names = [v.name for v in outputs]
+    result = export_with_report(b.graph, ["x"], names)
+    assert result.report.op_counts["Transpose"] == 2  # the input to NCHW, the conv's result back
+    feed = {"x": rng.standard_normal((1, 4, 4, 3)).astype(np.float32)}
+    want, got = Interpreter(b.graph).run(feed, names), run_onnx(result.model, feed, names)
+    for name in names:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+
+
+def test_an_add_read_in_tf_order_converts_only_its_permuted_operand():
+    """An add of a transposed tensor and a TF-order one, reshaped after: computing in TF order
+    converts one operand; computing in the transposed order would convert the other and the sum."""
+    b = Builder()
+    y, z = b.input("y", [1, 2, 3, 4]), b.input("z", [1, 3, 2, 4])
+    swapped = b("Transpose", y, b.const(np.asarray([0, 2, 1, 3], np.int32)), Tperm=DType.INT32)
+    out = b("Reshape", b("AddV2", swapped, z), b.const(np.asarray([1, 24], np.int32)), Tshape=DType.INT32)
+    result = export_with_report(b.graph, ["y", "z"], [out.name])
+    assert result.report.op_counts["Transpose"] == 1
+    rng = np.random.default_rng(15)
+    feed = {"y": rng.standard_normal((1, 2, 3, 4)).astype(np.float32),
+            "z": rng.standard_normal((1, 3, 2, 4)).astype(np.float32)}
+    np.testing.assert_array_equal(run_onnx(result.model, feed)[out.name],
+                                  Interpreter(b.graph).run(feed, [out.name])[out.name])
+
+
 def test_squeeze_excitation_pools_and_reshapes_once():
     """Keras' SE block: Mean over H, W (dims dropped), Reshape to [N, 1, 1, C], 1x1 conv.  The
     global pool's Squeeze and the reshapes read as one Reshape into the conv's NCHW input."""

@@ -174,6 +174,16 @@ class LoweringContext:
         """The layout the readers of `value` prefer (None: TF order or no preference)."""
         return self.preferred.get(value)
 
+    def has_preference(self, value: Value) -> bool:
+        """Whether the readers of `value` prefer a layout, TF order included."""
+        return value in self.preferred
+
+    def layout_vote(self, value: Value) -> Perm:
+        """The layout an operand asks a layout-agnostic op to compute in: the one it is stored in,
+        or, stored in TF order, the one its readers want it in (converted once for all of them)."""
+        stored = self.lowered(value).perm
+        return stored if stored is not None else self.preferred.get(value)
+
     def constant_tensor(self, value: Value, perm: Perm) -> str:
         """An initializer holding a constant value in layout `perm`."""
         key = (value, perm)

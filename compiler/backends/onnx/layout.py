@@ -93,15 +93,20 @@ def moves_only_unit_axes(dims: Sequence[Optional[int]], transpose: Sequence[int]
 def choose(candidates: Sequence[tuple[Perm, Optional[int]]], rank: Optional[int]) -> Perm:
     """The layout a multi-input, layout-agnostic op computes in.
 
-    `candidates` are the (layout, rank) of its non-constant operands; the
-    most common non-TF layout among full-rank ones wins, so a residual add of
-    two NCHW branches stays NCHW and a graph input joining them is the one
-    converted.
+    `candidates` are the (layout, rank) of its non-constant operands (and of its result, when its
+    readers want a layout); the most common non-TF layout among full-rank ones wins unless TF order
+    has more votes, so a residual add of two NCHW branches stays NCHW and a graph input joining
+    them is the one converted, while an add of one permuted and one TF-order tensor read in TF
+    order converts only the permuted one.
     """
     if rank is None:
         return None
-    votes = Counter(perm for perm, r in candidates if r == rank and perm is not None and len(perm) == rank)
-    return votes.most_common(1)[0][0] if votes else None
+    votes = Counter(perm for perm, r in candidates if r == rank and (perm is None or len(perm) == rank))
+    in_tf_order = votes.pop(None, 0)
+    if not votes:
+        return None
+    best, count = votes.most_common(1)[0]
+    return best if count >= in_tf_order else None
 
 
 def preferred_layouts(ops: Sequence[Op], roles: Mapping[str, str], rank: Callable[[Value], Optional[int]],
@@ -135,6 +140,8 @@ def preferred_layouts(ops: Sequence[Op], roles: Mapping[str, str], rank: Callabl
 
 
 _NO_VOTE = ("no vote",)
+# Readers that take their operand in TF order whatever its layout: they vote for it.
+_READ_IN_TF_ORDER = frozenset(("Reshape",))
 
 
 def _wanted(user: Op, index: int, role: Optional[str], own: int, prefs: Mapping[Value, Perm],
@@ -142,6 +149,8 @@ def _wanted(user: Op, index: int, role: Optional[str], own: int, prefs: Mapping[
     if role == CHANNELS_FIRST:
         wants = index == 0 and own == 4 and data_format(user.attr("data_format")).channels_last
         return channels_first(own) if wants else _NO_VOTE
+    if user.type in _READ_IN_TF_ORDER and index == 0:
+        return None
     if role == AGNOSTIC and user.results and rank(user.results[0]) == own:
         return prefs.get(user.results[0], _NO_VOTE)
     if role == ALIAS and index < len(user.results):

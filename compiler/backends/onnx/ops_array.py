@@ -201,7 +201,7 @@ def _pack(ctx: LoweringContext, op: Op) -> None:
     if rank is None:
         raise UnsupportedOpError(op.type, op.name, "the input rank is unknown")
     at = int(op.attr("axis", 0)) % rank
-    inner = layout.choose([(ctx.lowered(v).perm, ctx.rank(v)) for v in op.operands if not ctx.is_constant(v)],
+    inner = layout.choose([(ctx.layout_vote(v), ctx.rank(v)) for v in op.operands if not ctx.is_constant(v)],
                           rank - 1)
     stored, perm = _new_axis_layout(ctx, op.results[0], inner, at, rank)
     lifted = [_lifted(ctx, op, i, inner, stored, rank) for i in range(len(op.operands))]
@@ -250,10 +250,23 @@ def _split(ctx: LoweringContext, op: Op) -> None:
         if dim is None:
             raise UnsupportedOpError(op.type, op.name, "a -1 split size needs a known dimension")
         sizes[sizes.index(-1)] = dim - sum(s for s in sizes if s != -1)
-    found = ctx.lowered(x)
+    found = _split_input(ctx, op, x)
     parts = opset.split(ctx, op, found.tensor, layout.physical_axis(axis, found.perm, rank), count, sizes)
     for value, part in zip(op.results, parts):
         ctx.bind(value, part, found.perm)
+
+
+def _split_input(ctx: LoweringContext, op: Op, x: Value) -> Lowered:
+    """The input as stored, or converted up front when the readers of two or more parts all want
+    them in one other layout: one conversion instead of one per part (BoTNet's query, key and
+    value, split from one convolution and reshaped in TF order)."""
+    found = ctx.lowered(x)
+    used = [value for value in op.results if value.uses]
+    wanted = {ctx.wanted(value) for value in used if ctx.has_preference(value)}
+    if len(used) < 2 or len(wanted) != 1 or not all(ctx.has_preference(value) for value in used):
+        return found
+    perm = wanted.pop()
+    return found if perm == found.perm else Lowered(ctx.value_in(x, perm), perm)
 
 
 # -- padding -------------------------------------------------------------------------

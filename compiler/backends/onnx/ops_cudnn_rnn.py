@@ -22,7 +22,7 @@ import numpy as np
 from compiler.backends.onnx import opset
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.recurrent import _is_zeros
+from compiler.backends.onnx.recurrent import is_zeros
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
@@ -122,7 +122,7 @@ def _initial_states(ctx: LoweringContext, op: Op, index: int, config: RnnConfig,
     """Operand `index` (input_h or input_c) as each layer's [dirs, batch, units] initial state; ""
     where it is zeros."""
     value, name = op.operands[index], "hc"[index - 1]
-    if _is_zeros(ctx, value):
+    if is_zeros(ctx, value):
         return [""] * config.layers
     known = ctx.constant(value)
     d = config.dirs

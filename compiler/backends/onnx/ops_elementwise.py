@@ -49,8 +49,9 @@ def broadcast_operands(ctx: LoweringContext, op: Op, values: Sequence[Value]) ->
     rank = ctx.rank(op.results[0])
     if any(ctx.rank(v) is None for v in values):
         rank = None
-    candidates = [(ctx.lowered(v).perm, ctx.rank(v)) for v in values if not ctx.is_constant(v)]
-    candidates.append((ctx.wanted(op.results[0]), rank))
+    candidates = [(ctx.layout_vote(v), ctx.rank(v)) for v in values if not ctx.is_constant(v)]
+    if ctx.has_preference(op.results[0]):
+        candidates.append((ctx.wanted(op.results[0]), rank))
     perm = layout.choose(candidates, rank)
     return [_broadcast_operand(ctx, v, perm, rank) for v in values], perm
 

@@ -23,12 +23,11 @@ from compiler.backends.onnx import opset
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.ops_array import int64_operand, shape_slice
+from compiler.backends.onnx.ops_array import INT64_MAX, int64_operand, shape_slice
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
 
-INT64_MAX = np.iinfo(np.int64).max
 _I64 = onnx_type(DType.INT64)
 
 

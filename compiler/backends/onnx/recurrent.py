@@ -579,7 +579,7 @@ def lower_recurrent(ctx: LoweringContext, frame: WhileFrame) -> bool:
     return True
 
 
-def _is_zeros(ctx: LoweringContext, value: Value) -> bool:
+def is_zeros(ctx: LoweringContext, value: Value) -> bool:
     """A constant of zeros, or zeros of a run-time shape (Keras' state for a dynamic batch)."""
     value = forwarded_source(value)
     if value.op.type in ("Fill", "BroadcastTo"):
@@ -592,7 +592,7 @@ def _is_zeros(ctx: LoweringContext, value: Value) -> bool:
 
 def _initial_state(ctx: LoweringContext, var: LoopVariable, base: str) -> str:
     """The state's starting value as [1, batch, hidden]; omitted (ONNX's zeros) when it is zeros."""
-    if _is_zeros(ctx, var.initial):
+    if is_zeros(ctx, var.initial):
         return ""
     tensor = ctx.value_in(var.initial, None)
     return ctx.node("Unsqueeze", [tensor, ctx.ints([0], base + "/axes0")], base + "/initial")[0]
