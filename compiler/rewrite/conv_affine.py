@@ -240,7 +240,7 @@ def fold_chain(graph: Graph, site: ConvSite, steps: list[Step], protected: set[s
     """Scale the weights, replace the chain by one BiasAdd (or by the conv itself when
     there is no shift); the result takes the last step's name.  Returns that op."""
     scale, shift = compose(steps, site.channels)
-    _scale_weights(graph, site, scale)
+    scale_weights(graph, site, scale)
     last = steps[-1].op
     chain_ops = [s.op for s in steps]
     operand_ops = [v.op for op in chain_ops for v in op.operands if v.op not in chain_ops and v.op is not site.conv]
@@ -274,7 +274,7 @@ def _bias_add(graph: Graph, site: ConvSite, shift: np.ndarray, last: Op) -> Op:
                            attrs=attrs, device=last.device, before=last)
 
 
-def _scale_weights(graph: Graph, site: ConvSite, scale: np.ndarray) -> None:
+def scale_weights(graph: Graph, site: ConvSite, scale: np.ndarray) -> None:
     """Multiply the weights per output channel; in place when this conv is their only reader."""
     tensor = site.weights.attrs["value"]
     w = tensor.numpy()

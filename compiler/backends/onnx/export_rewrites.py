@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Collection
 
-from compiler.backends.onnx import affine_chains, dilated_convs, gelu_erf, layer_norm, sign_bit, zero_bias
+from compiler.backends.onnx import (affine_chains, dilated_convs, gelu_erf, layer_norm, reshaped_batch_norm, sign_bit,
+                                   zero_bias)
 from compiler.ir.graph import Graph
 
 
@@ -36,6 +37,7 @@ REWRITES = (
     ExportRewrite("layer_norms", layer_norm.count_layer_norms, layer_norm.rewrite_all),
     ExportRewrite("sign_bits", sign_bit.count_sign_bit_tests, sign_bit.rewrite_all),
     ExportRewrite("affine_chains", affine_chains.count_chains, affine_chains.rewrite_all),
+    ExportRewrite("reshaped_batch_norms", reshaped_batch_norm.count_sites, reshaped_batch_norm.fold_all),
 )
 
 
