@@ -16,7 +16,7 @@ LOWERED = {"NonMaxSuppressionV3", "NonMaxSuppressionV4", "While", "Const", "Iden
     ("TopK", "TopKV2 (another version of this op)"),
     ("VarHandleOp", "freeze the variables first"),
     ("StatefulPartitionedCall", "inline function calls first"),
-    ("CudnnRNN", "a Keras LSTM/GRU built for CPU"),
+    ("RaggedTensorToVariant", "RaggedTensor.to_tensor() before tf.map_fn"),
     ("ImageProjectiveTransformV3", "export the model without them"),
 ])
 def test_alternatives(op_type: str, expected: str) -> None:

@@ -21,13 +21,14 @@ _PREFIXES = ("Ref", "Stateless", "Stateful", "_")
 _INSTEAD = {
     "VariableV2": "Const", "VarHandleOp": "Const", "ReadVariableOp": "Const", "Variable": "Const",
     "PartitionedCall": "the inline_function_calls pass", "StatefulPartitionedCall": "the inline_function_calls pass",
-    "CudnnRNN": "While", "CudnnRNNV2": "While", "CudnnRNNV3": "While",
+    "RaggedTensorToVariant": "dense rows", "RaggedTensorFromVariant": "dense rows",
     "ImageProjectiveTransformV2": "Identity", "ImageProjectiveTransformV3": "Identity",
 }
 _WHY = {
     "Const": "freeze the variables first (convert_variables_to_constants_v2)",
     "the inline_function_calls pass": "inline function calls first (-O2 runs it)",
-    "While": "freeze the RNN without cuDNN (a Keras LSTM/GRU built for CPU lowers to a While loop)",
+    "dense rows": "map over dense rows (RaggedTensor.to_tensor() before tf.map_fn): a map over ragged rows "
+                  "does not export yet",
     "Identity": "Keras augmentation layers are identities at inference: export the model without them",
 }
 

@@ -8,8 +8,8 @@ slices) or from sorted value row ids (a ScatterElements count).  Lengths are
 run-time tensors throughout, so nothing depends on constant partitions.
 
 The variant pair (RaggedTensorToVariant / RaggedTensorFromVariant) has no
-ONNX tensor form and is refused by name: gttc does not yet rewrite map_fn's
-loop over ragged rows into an ONNX Loop.
+ONNX tensor form and no lowering: gttc does not yet rewrite map_fn's loop over
+ragged rows into an ONNX Loop, and the export error says how to avoid it.
 """
 from __future__ import annotations
 
@@ -294,10 +294,3 @@ def _requested(ctx: LoweringContext, op: Op, ragged: int) -> Optional[str]:
     shape = int64_operand(ctx, op, 0)
     return ctx.helper1(op, "requested", "Slice", [shape, ctx.ints([0], f"{op.name}/zero"),
                                                   ctx.ints([ragged + 1], f"{op.name}/ragged_dims")])
-
-
-# ---------------------------------------------------------------- variants
-@lowers("RaggedTensorToVariant", "RaggedTensorFromVariant")
-def _variant(ctx: LoweringContext, op: Op) -> None:
-    raise UnsupportedOpError(op.type, op.name, "a ragged variant has no ONNX tensor form (gttc does not yet "
-                                               "rewrite tf.map_fn over ragged rows into an ONNX Loop)")
