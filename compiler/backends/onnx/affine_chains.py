@@ -131,16 +131,10 @@ def _ops_needed(scale: np.ndarray, shift: np.ndarray) -> list[str]:
     return needed or ["Mul"]  # the identity still has to produce the chain's value
 
 
-def count_chains(graph: Graph, named: Collection[str] = ()) -> int:
-    return len(find_chains(graph, named))
-
-
-def rewrite_all(graph: Graph, named: Collection[str] = ()) -> int:
-    """Rewrite every chain in `graph` in place; returns how many."""
-    chains = find_chains(graph, named)
+def rewrite_found(graph: Graph, chains: list[list[Step]], named: Collection[str] = ()) -> None:
+    """Rewrite the chains `find_chains` found in `graph`, in place."""
     for chain in chains:
         _rewrite(graph, chain, named)
-    return len(chains)
 
 
 def _rewrite(graph: Graph, chain: list[Step], named: Collection[str]) -> None:

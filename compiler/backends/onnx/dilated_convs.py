@@ -148,16 +148,10 @@ def _only_use(producer: Op, user: Op) -> bool:
     return len(uses) == 1 and uses[0][0] is user and all(not v.uses for v in producer.results[1:])
 
 
-def count_dilated_convs(graph: Graph, named: Collection[str] = ()) -> int:
-    return len(find_dilated_convs(graph, named))
-
-
-def fuse_all(graph: Graph, named: Collection[str] = ()) -> int:
-    """Fuse every chain in `graph`, in place; returns how many."""
-    matches = find_dilated_convs(graph, named)
+def fuse_found(graph: Graph, matches: list[DilatedConv], named: Collection[str] = ()) -> None:
+    """Fuse the chains `find_dilated_convs` found in `graph`, in place."""
     for match in matches:
         _fuse(graph, match)
-    return len(matches)
 
 
 def _fuse(graph: Graph, match: DilatedConv) -> None:

@@ -14,7 +14,7 @@ named after it still resolves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Collection
+from typing import Any, Callable, Collection, Sequence
 
 from compiler.backends.onnx import (affine_chains, dilated_convs, gelu_erf, layer_norm, reshaped_batch_norm, sign_bit,
                                    zero_bias)
@@ -23,29 +23,34 @@ from compiler.ir.graph import Graph
 
 @dataclass(frozen=True)
 class ExportRewrite:
-    """A named rewrite: `count` the sites in a graph, `apply` them to a graph (returns how many)."""
+    """A named rewrite: `find` its sites in a graph, `apply` the sites found to that graph."""
 
     name: str
-    count: Callable[[Graph, Collection[str]], int]
-    apply: Callable[[Graph, Collection[str]], int]
+    find: Callable[[Graph, Collection[str]], Sequence[Any]]
+    apply: Callable[[Graph, Any, Collection[str]], None]
 
 
 REWRITES = (
-    ExportRewrite("dilated_convs", dilated_convs.count_dilated_convs, dilated_convs.fuse_all),
-    ExportRewrite("gelu_erf", gelu_erf.count_gelu_erfcs, gelu_erf.rewrite_all),
-    ExportRewrite("zero_biases", zero_bias.count_zero_biases, zero_bias.drop_all),
-    ExportRewrite("layer_norms", layer_norm.count_layer_norms, layer_norm.rewrite_all),
-    ExportRewrite("sign_bits", sign_bit.count_sign_bit_tests, sign_bit.rewrite_all),
-    ExportRewrite("affine_chains", affine_chains.count_chains, affine_chains.rewrite_all),
-    ExportRewrite("reshaped_batch_norms", reshaped_batch_norm.count_sites, reshaped_batch_norm.fold_all),
+    ExportRewrite("dilated_convs", dilated_convs.find_dilated_convs, dilated_convs.fuse_found),
+    ExportRewrite("gelu_erf", gelu_erf.find_gelu_erfcs, gelu_erf.rewrite_found),
+    ExportRewrite("zero_biases", zero_bias.find_zero_biases, zero_bias.drop_found),
+    ExportRewrite("layer_norms", layer_norm.find_layer_norms, layer_norm.rewrite_found),
+    ExportRewrite("sign_bits", sign_bit.find_sign_bit_tests, sign_bit.rewrite_found),
+    ExportRewrite("affine_chains", affine_chains.find_chains, affine_chains.rewrite_found),
+    ExportRewrite("reshaped_batch_norms", reshaped_batch_norm.find_sites, reshaped_batch_norm.fold_found),
 )
 
 
 def rewrite_for_export(graph: Graph, named: Collection[str] = ()) -> tuple[Graph, dict[str, int]]:
     """The graph to lower (a rewritten copy, or `graph` itself when nothing matches) and the
     number of sites each rewrite changed.  `named` ops (the caller's inputs and outputs) stay."""
-    wanted = [rewrite for rewrite in REWRITES if rewrite.count(graph, named)]
+    wanted = [rewrite for rewrite in REWRITES if rewrite.find(graph, named)]
     if not wanted:
         return graph, {}
     copy = graph.clone()
-    return copy, {rewrite.name: rewrite.apply(copy, named) for rewrite in wanted}
+    counts = {}
+    for rewrite in wanted:  # found again in the copy, after the rewrites before it changed it
+        found = rewrite.find(copy, named)
+        rewrite.apply(copy, found, named)
+        counts[rewrite.name] = len(found)
+    return copy, counts

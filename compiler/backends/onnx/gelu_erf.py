@@ -36,10 +36,6 @@ def find_gelu_erfcs(graph: Graph, named: Collection[str] = ()) -> list[GeluErfc]
     return [GeluErfc(op) for op in graph if op.type == "Erfc" and op.name not in named and _is_gelu(op)]
 
 
-def count_gelu_erfcs(graph: Graph, named: Collection[str] = ()) -> int:
-    return len(find_gelu_erfcs(graph, named))
-
-
 def _is_gelu(erfc: Op) -> bool:
     if len(erfc.operands) != 1 or erfc.results[0].dtype not in _FLOATS or erfc.control_users:
         return False
@@ -87,12 +83,10 @@ def _scaled_source(value: Value) -> Optional[Value]:
     return None if split is None else split[0]
 
 
-def rewrite_all(graph: Graph, named: Collection[str] = ()) -> int:
-    """Rewrite every GELU Erfc in `graph` in place; returns how many."""
-    found = find_gelu_erfcs(graph, named)
+def rewrite_found(graph: Graph, found: list[GeluErfc], named: Collection[str] = ()) -> None:
+    """Rewrite the GELU Erfcs `find_gelu_erfcs` found in `graph`, in place."""
     for site in found:
         _rewrite(graph, site.erfc)
-    return len(found)
 
 
 def _rewrite(graph: Graph, erfc: Op) -> None:

@@ -170,20 +170,14 @@ def _resolved(match: LayerNorm, info: StaticInfo) -> bool:
     return match.scale is not None and match.offset is not None
 
 
-def count_layer_norms(graph: Graph, named: Collection[str] = ()) -> int:
-    return len(find_layer_norms(graph, named))
-
-
 # -- rewriting -------------------------------------------------------------------------------------
-def rewrite_all(graph: Graph, named: Collection[str] = ()) -> int:
-    """Fuse every matched layer norm in `graph` in place; returns how many."""
-    found = find_layer_norms(graph, named)
+def rewrite_found(graph: Graph, found: list[LayerNorm], named: Collection[str] = ()) -> None:
+    """Fuse the layer norms `find_layer_norms` found in `graph`, in place."""
     replaced: dict[Value, Value] = {}  # a layer norm's output, once fused, read by the next one
     for match in found:
         match.x = replaced.get(match.x, match.x)
         old = match.out.results[0]
         replaced[old] = _rewrite(graph, match, named)
-    return len(found)
 
 
 def _rewrite(graph: Graph, match: LayerNorm, named: Collection[str]) -> Value:

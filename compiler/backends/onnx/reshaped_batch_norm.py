@@ -71,16 +71,10 @@ def _only_reader(producer: Op, reader: Op, named: Collection[str]) -> bool:
             and len(producer.results) == 1 and all(user is reader for user, _ in producer.results[0].uses))
 
 
-def count_sites(graph: Graph, named: Collection[str] = ()) -> int:
-    return len(find_sites(graph, named))
-
-
-def fold_all(graph: Graph, named: Collection[str] = ()) -> int:
-    """Fold every site's batch norm into its matmul; returns how many."""
-    sites = find_sites(graph, named)
+def fold_found(graph: Graph, sites: list[Site], named: Collection[str] = ()) -> None:
+    """Fold the batch norm of every site `find_sites` found in `graph` into its matmul."""
     for site in sites:
         _fold(graph, site)
-    return len(sites)
 
 
 def _fold(graph: Graph, site: Site) -> None:

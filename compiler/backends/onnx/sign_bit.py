@@ -37,10 +37,6 @@ def find_sign_bit_tests(graph: Graph, named: Collection[str] = ()) -> list[tuple
     return found
 
 
-def count_sign_bit_tests(graph: Graph, named: Collection[str] = ()) -> int:
-    return len(find_sign_bit_tests(graph, named))
-
-
 def _tested_float(less: Op) -> Optional[Value]:
     """x when `less` is Less(BitwiseAnd(Bitcast(x), INT_MIN), 0) (the mask on either side)."""
     if len(less.operands) != 2 or not _is_scalar(less.operands[1], 0):
@@ -65,12 +61,10 @@ def _is_scalar(value: Value, number: int) -> bool:
     return array is not None and array.size == 1 and array.dtype.kind in "iu" and int(array.reshape(())) == number
 
 
-def rewrite_all(graph: Graph, named: Collection[str] = ()) -> int:
-    """Rewrite every sign-bit test in `graph` in place; returns how many."""
-    found = find_sign_bit_tests(graph, named)
+def rewrite_found(graph: Graph, found: list[tuple[Op, Value]], named: Collection[str] = ()) -> None:
+    """Rewrite the sign-bit tests `find_sign_bit_tests` found in `graph`, in place."""
     for less, x in found:
         _rewrite(graph, less, x, named)
-    return len(found)
 
 
 def _rewrite(graph: Graph, less: Op, x: Value, named: Collection[str]) -> None:

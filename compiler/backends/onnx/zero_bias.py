@@ -30,14 +30,8 @@ def _adds_zero(op: Op) -> bool:
     return bias is not None and bias.ndim == 1 and bias.dtype.kind in "fiuc" and not np.any(bias)
 
 
-def count_zero_biases(graph: Graph, named: Collection[str] = ()) -> int:
-    return len(find_zero_biases(graph, named))
-
-
-def drop_all(graph: Graph, named: Collection[str] = ()) -> int:
-    """Bypass and erase every zero BiasAdd in `graph`; returns how many."""
-    found = find_zero_biases(graph, named)
+def drop_found(graph: Graph, found: list[Op], named: Collection[str] = ()) -> None:
+    """Bypass and erase the zero BiasAdds `find_zero_biases` found in `graph`."""
     for op in found:
         op.results[0].replace_all_uses_with(op.operands[0])
         graph.erase_op(op)
-    return len(found)
