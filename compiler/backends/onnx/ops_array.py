@@ -262,11 +262,11 @@ def _split_input(ctx: LoweringContext, op: Op, x: Value) -> Lowered:
     value, split from one convolution and reshaped in TF order)."""
     found = ctx.lowered(x)
     used = [value for value in op.results if value.uses]
-    wanted = {ctx.wanted(value) for value in used if ctx.has_preference(value)}
-    if len(used) < 2 or len(wanted) != 1 or not all(ctx.has_preference(value) for value in used):
+    if len(used) < 2 or not all(ctx.has_preference(value) for value in used):
         return found
+    wanted = {ctx.wanted(value) for value in used}
     perm = wanted.pop()
-    return found if perm == found.perm else Lowered(ctx.value_in(x, perm), perm)
+    return found if wanted or perm == found.perm else Lowered(ctx.value_in(x, perm), perm)
 
 
 # -- padding -------------------------------------------------------------------------
