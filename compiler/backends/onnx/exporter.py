@@ -26,6 +26,7 @@ from compiler.backends.onnx.errors import OnnxExportError
 from compiler.backends.onnx.export_rewrites import rewrite_for_export
 from compiler.backends.onnx.lowering import lower_ops
 from compiler.backends.onnx.opset import DEFAULT_OPSET, check_opset
+from compiler.backends.onnx.qdq_weights import complete_qdq
 from compiler.backends.onnx.qoperator import to_qoperator
 from compiler.backends.onnx.report import ExportReport
 from compiler.backends.onnx.tf1_frames import export_order
@@ -95,6 +96,8 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     ctx.stats["pruned_nodes"] += builder.prune()
     long = onnx_model.long_vector(info.shape(v).dims for op in ops for v in op.results)
     model = onnx_model.finalize(onnx_model.assemble(builder, GRAPH_NAME), check, propagate_data=not long)
+    model, completed = complete_qdq(model, check)
+    ctx.stats.update({f"qdq_{name}": count for name, count in completed.items()})
     if quant_format == "qoperator":
         model, fused = to_qoperator(model)
         ctx.stats.update({f"qoperator_{name}": count for name, count in fused.items()})

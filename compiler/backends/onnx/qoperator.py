@@ -237,7 +237,7 @@ class Context:
 # Quantization parameters
 # ---------------------------------------------------------------------------------------------
 
-def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
+def node_attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
     for attr in node.attribute:
         if attr.name == name:
             return helper.get_attribute_value(attr)
@@ -257,7 +257,7 @@ def _elem_type(ctx: Context, name: str) -> Optional[int]:
 
 def qparams(ctx: Context, node: onnx.NodeProto) -> Optional[QParams]:
     """Constant scale and zero point of a QuantizeLinear/DequantizeLinear, or None."""
-    if len(node.input) < 2 or _attr(node, "block_size", 0):
+    if len(node.input) < 2 or node_attr(node, "block_size", 0):
         return None
     scale_name = node.input[1]
     zp_name = node.input[2] if len(node.input) > 2 else ""
@@ -271,13 +271,13 @@ def qparams(ctx: Context, node: onnx.NodeProto) -> Optional[QParams]:
         elem_type = helper.np_dtype_to_tensor_dtype(zp.dtype)
     else:
         if node.op_type == QUANTIZE:
-            elem_type = _attr(node, "output_dtype", 0) or TensorProto.UINT8
+            elem_type = node_attr(node, "output_dtype", 0) or TensorProto.UINT8
         else:
             elem_type = _elem_type(ctx, node.input[0])
         if elem_type not in EIGHT_BIT and elem_type != TensorProto.INT32:
             return None
         zp = np.zeros(scale.shape, helper.tensor_dtype_to_np_dtype(elem_type))
-    return QParams(scale_name, zp_name, scale, zp, elem_type, int(_attr(node, "axis", 1)))
+    return QParams(scale_name, zp_name, scale, zp, elem_type, int(node_attr(node, "axis", 1)))
 
 
 def dq_input(ctx: Context, name: str) -> Optional[Dq]:
@@ -297,7 +297,7 @@ def activation_input(ctx: Context, name: str) -> Optional[Dq]:
     return dq
 
 
-def _quantize(values: np.ndarray, q: QParams) -> np.ndarray:
+def quantize_codes(values: np.ndarray, q: QParams) -> np.ndarray:
     """QuantizeLinear as onnxruntime computes it: float32 divide, round half to even, saturate."""
     lo, hi = EIGHT_BIT[q.elem_type]
     with np.errstate(invalid="ignore", over="ignore"):
@@ -308,7 +308,7 @@ def _quantize(values: np.ndarray, q: QParams) -> np.ndarray:
 def clamps_to(q: QParams, low: float, high: float) -> bool:
     """Whether quantizing with `q` already clips to [low, high]: then Clip before Q is a no-op."""
     lo, hi = EIGHT_BIT[q.elem_type]
-    codes = _quantize(np.array([low, high], np.float32), q)
+    codes = quantize_codes(np.array([low, high], np.float32), q)
     return codes[0] == lo and codes[1] == hi
 
 
@@ -316,10 +316,10 @@ def clamps_to(q: QParams, low: float, high: float) -> bool:
 # The end of a group: [Relu | Clip] -> QuantizeLinear
 # ---------------------------------------------------------------------------------------------
 
-def _clip_bounds(ctx: Context, node: onnx.NodeProto) -> Optional[tuple[float, float]]:
+def clip_bounds(ctx: Context, node: onnx.NodeProto) -> Optional[tuple[float, float]]:
     """A Clip's constant bounds (absent ones infinite), or None when one is not constant."""
     if ctx.opset < 11:
-        return float(_attr(node, "min", -np.inf)), float(_attr(node, "max", np.inf))
+        return float(node_attr(node, "min", -np.inf)), float(node_attr(node, "max", np.inf))
     bounds = []
     for position, default in ((1, -np.inf), (2, np.inf)):
         name = node.input[position] if len(node.input) > position else ""
@@ -330,15 +330,16 @@ def _clip_bounds(ctx: Context, node: onnx.NodeProto) -> Optional[tuple[float, fl
     return bounds[0], bounds[1]
 
 
-def _folds(ctx: Context, node: onnx.NodeProto, out: QParams) -> bool:
+def clamped_by(ctx: Context, node: onnx.NodeProto, out: QParams) -> bool:
     if node.op_type == "Relu":
         return clamps_to(out, 0.0, np.inf)
-    bounds = _clip_bounds(ctx, node)
+    bounds = clip_bounds(ctx, node)
     return bounds is not None and clamps_to(out, *bounds)
 
 
-def quantized_tail(ctx: Context, index: int) -> Optional[Tail]:
-    """The Q (through an optional foldable Relu/Clip) that alone reads node `index`'s result."""
+def group_end(ctx: Context, index: int) -> Optional[tuple[Optional[int], int, QParams]]:
+    """(Relu/Clip index or None, Q index, the Q's parameters) when node `index`'s result alone
+    feeds a per-tensor eight-bit QuantizeLinear, through at most one Relu or Clip."""
     nodes = ctx.index.nodes
     node = nodes[index]
     if not node.output or not node.output[0] or not all(ctx.index.unread(o) for o in node.output[1:]):
@@ -356,11 +357,21 @@ def quantized_tail(ctx: Context, index: int) -> Optional[Tail]:
     out = qparams(ctx, q_node)
     if out is None or not out.per_tensor or out.elem_type not in EIGHT_BIT:
         return None
-    if activation is not None and not _folds(ctx, nodes[activation], out):
+    return activation, reader, out
+
+
+def quantized_tail(ctx: Context, index: int) -> Optional[Tail]:
+    """The Q (through an optional foldable Relu/Clip) that alone reads node `index`'s result."""
+    end = group_end(ctx, index)
+    if end is None:
+        return None
+    activation, reader, out = end
+    nodes = ctx.index.nodes
+    if activation is not None and not clamped_by(ctx, nodes[activation], out):
         return None
     indices = (reader,) if activation is None else (activation, reader)
     folded = None if activation is None else nodes[activation].op_type
-    return Tail(indices, q_node, out, folded)
+    return Tail(indices, nodes[reader], out, folded)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,14 +476,15 @@ def build_matmul(ctx: Context, node: onnx.NodeProto, tail: Tail) -> Optional[onn
 
 def build_gemm(ctx: Context, node: onnx.NodeProto, tail: Tail) -> Optional[onnx.NodeProto]:
     has_bias = len(node.input) > 2 and bool(node.input[2])
-    if _attr(node, "transA", 0) or _attr(node, "alpha", 1.0) != 1.0 or (has_bias and _attr(node, "beta", 1.0) != 1.0):
+    scaled_bias = has_bias and node_attr(node, "beta", 1.0) != 1.0
+    if node_attr(node, "transA", 0) or node_attr(node, "alpha", 1.0) != 1.0 or scaled_bias:
         return None
     a = activation_input(ctx, node.input[0])
     found = _constant_weight(ctx, node.input[1], (2,))
     if a is None or found is None or a.q.elem_type != tail.out.elem_type:
         return None
     b, weight = found
-    trans_b = int(_attr(node, "transB", 0))
+    trans_b = int(node_attr(node, "transB", 0))
     out_axis = 0 if trans_b else 1
     if not _per_channel_ok(b, weight, out_axis):
         return None
@@ -505,7 +517,7 @@ def build_global_average_pool(ctx: Context, node: onnx.NodeProto, tail: Tail) ->
 
 def build_average_pool(ctx: Context, node: onnx.NodeProto, tail: Tail) -> Optional[onnx.NodeProto]:
     x = activation_input(ctx, node.input[0])
-    if x is None or x.q.elem_type != tail.out.elem_type or any(d != 1 for d in _attr(node, "dilations", [])):
+    if x is None or x.q.elem_type != tail.out.elem_type or any(d != 1 for d in node_attr(node, "dilations", [])):
         return None
     attrs = _copy_attrs(node, ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"))
     return _make(node, "QLinearAveragePool", _triple(ctx, x) + _out_pair(ctx, tail), tail, MS_DOMAIN, **attrs)
@@ -516,7 +528,7 @@ def build_concat(ctx: Context, node: onnx.NodeProto, tail: Tail) -> Optional[onn
     if not parts or any(p is None or p.q.elem_type != tail.out.elem_type for p in parts):
         return None
     inputs = _out_pair(ctx, tail) + [name for p in parts for name in _triple(ctx, p)]
-    return _make(node, "QLinearConcat", inputs, tail, MS_DOMAIN, axis=_attr(node, "axis"))
+    return _make(node, "QLinearConcat", inputs, tail, MS_DOMAIN, axis=node_attr(node, "axis"))
 
 
 def build_pass_through(ctx: Context, node: onnx.NodeProto, tail: Tail) -> Optional[onnx.NodeProto]:
@@ -540,7 +552,7 @@ def build_pass_through(ctx: Context, node: onnx.NodeProto, tail: Tail) -> Option
 
 def _integer_pad_value(ctx: Context, node: onnx.NodeProto, x: Dq) -> Optional[str]:
     """Float 0 padding is the zero point on the integers; other modes and values are refused."""
-    if _attr(node, "mode", b"constant") not in (b"constant", "constant"):
+    if node_attr(node, "mode", b"constant") not in (b"constant", "constant"):
         return None
     name = node.input[2] if len(node.input) > 2 else ""
     if name:
@@ -611,7 +623,7 @@ def _left_qdq(nodes: Sequence[onnx.NodeProto]) -> Counter[str]:
                    if node.op_type not in (QUANTIZE, DEQUANTIZE) and any(name in dq_outputs for name in node.input))
 
 
-def _rebuild_graph(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], ctx: Context) -> None:
+def rebuild_graph(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], ctx: Context) -> None:
     """Install `nodes`; drop the initializers and value_info of tensors the rewrite left unread or removed."""
     read_before = set(ctx.index.readers)
     produced_before = set(ctx.index.producer)
@@ -642,14 +654,19 @@ def to_qoperator(model: onnx.ModelProto, check: bool = True) -> tuple[onnx.Model
     at_anchor = {r.anchor: r.node for r in rewrites}
     nodes = [at_anchor.get(i, node) for i, node in enumerate(ctx.index.nodes) if i in at_anchor or i not in removed]
     nodes = _prune_dequantize(nodes, ctx.index)
-    _rebuild_graph(result.graph, nodes, ctx)
+    rebuild_graph(result.graph, nodes, ctx)
     if any(n.domain == MS_DOMAIN for n in nodes) and not any(o.domain == MS_DOMAIN for o in result.opset_import):
         result.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
     counts: Counter[str] = Counter(label for r in rewrites for label in r.counts)
     counts.update(_left_qdq(nodes))
     if check:
-        try:
-            onnx.checker.check_model(result, full_check=True)
-        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
-            raise OnnxExportError(f"QOperator model fails the ONNX checker: {err}") from None
+        check_rewritten(result, "QOperator model")
     return result, counts
+
+
+def check_rewritten(model: onnx.ModelProto, what: str) -> None:
+    """The full ONNX checker on a model a rewrite produced; a failure is the exporter's error."""
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
+        raise OnnxExportError(f"{what} fails the ONNX checker: {err}") from None
