@@ -140,6 +140,25 @@ def _without_completion(b: Builder, out: Value) -> onnx.ModelProto:
         exporter.complete_qdq = original
 
 
+def test_conv_behind_a_max_pool_is_completed():
+    """onnxruntime moves a Q/DQ pair across MaxPool (and gives each reader of a DQ its own) before it
+    requantizes weights, so a conv reading a pooled DequantizeLinear is a group too."""
+    rng = np.random.default_rng(13)
+    b = Builder()
+    x = b("FakeQuantWithMinMaxVars", b.input("x", [1, 6, 6, 3]), b.const(np.float32(-2.0)), b.const(np.float32(2.5)))
+    pooled = b("MaxPool", x, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="SAME")
+    y = b("Relu6", b("Conv2D", pooled, b.const(_hwio(rng)), strides=[1, 1, 1, 1], padding="SAME"))
+    out = b("FakeQuantWithMinMaxVars", y, b.const(np.float32(-5.9)), b.const(np.float32(6.1)))
+    skip = b("Relu", x)  # a second reader of the input's DequantizeLinear
+    result = export_with_report(b.graph, ["x"], [out.name, skip.name])
+    assert result.report.stats["qdq_int8_weights"] == 1
+    x_value = _inputs(2)
+    expected = Interpreter(b.graph).run({"x": x_value}, [out.name])[out.name]
+    session = _session(result.model, True)
+    got = session.run(None, {session.get_inputs()[0].name: x_value})[0]
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_folded_activation_is_dropped():
     """A trained Relu6 range of exactly [0, 6] quantizes to the type's limits: the Clip is a no-op."""
     rng = np.random.default_rng(5)

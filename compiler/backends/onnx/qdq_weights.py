@@ -41,7 +41,7 @@ import onnx
 from onnx import helper
 
 from compiler.backends.onnx.qoperator import (
-    DEQUANTIZE, Context, QParams, activation_input, check_rewritten, clamped_by, clip_bounds, group_end, node_attr,
+    DEQUANTIZE, Context, Dq, QParams, activation_input, check_rewritten, clamped_by, clip_bounds, group_end, node_attr,
     quantize_codes, rebuild_graph,
 )
 
@@ -53,6 +53,8 @@ GRID_TOLERANCE = 1e-3
 RECONSTRUCTION_TOLERANCE = 1e-6
 # The float ops whose groups are completed (see the module docstring for why Gemm is not).
 GROUP_OPS = ("Conv",)
+# Ops onnxruntime propagates a DequantizeLinear forward through (its QDQPropagationTransformer).
+DQ_PROPAGATING = frozenset({"MaxPool", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice"})
 # Clip accepts eight-bit tensors from this default-domain opset on.
 INTEGER_CLIP_OPSET = 12
 
@@ -86,7 +88,7 @@ def _complete_group(ctx: Context, index: int, replaced: dict[int, list[onnx.Node
                     counts: Counter[str]) -> None:
     """Rewrite one group in `replaced` (node index -> the nodes standing in its place)."""
     node = ctx.index.nodes[index]
-    if activation_input(ctx, node.input[0]) is None:
+    if _dequantized_input(ctx, node.input[0]) is None:
         return
     tail = group_end(ctx, index)
     if tail is None:
@@ -108,6 +110,20 @@ def _complete_group(ctx: Context, index: int, replaced: dict[int, list[onnx.Node
             counts["int8_weights"] += 1
     if activation is not None:
         _move_activation(ctx, activation, q_index, out, replaced, counts)
+
+
+def _dequantized_input(ctx: Context, name: str) -> Optional[Dq]:
+    """The per-tensor DequantizeLinear behind `name`: its output, or reached through ops onnxruntime
+    moves Q/DQ pairs across when it loads the model (it first gives each reader of a DQ its own)."""
+    dq = activation_input(ctx, name)
+    while dq is None:
+        producer = ctx.index.producer.get(name)
+        node = None if producer is None else ctx.index.nodes[producer]
+        if node is None or node.op_type not in DQ_PROPAGATING or node.domain not in ("", "ai.onnx"):
+            return None
+        name = node.input[0]
+        dq = activation_input(ctx, name)
+    return dq
 
 
 def _channel_axis(node: onnx.NodeProto, rank: int) -> int:
