@@ -247,6 +247,11 @@ class EncodedTensorAttr(NamedTuple):
     encoded: memoryview    # its serialization, a view of the input
     content_size: int      # len(source.tensor.tensor_content), which protobuf can only tell by copying
 
+    @property
+    def content(self) -> memoryview:
+        """The tensor_content bytes, a view of the input (the encoding's last field)."""
+        return self.encoded[len(self.encoded) - self.content_size:]
+
 
 @dataclass
 class GraphExtras:

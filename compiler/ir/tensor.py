@@ -85,6 +85,11 @@ class Tensor:
         return self._array
 
     @property
+    def is_decoded(self) -> bool:
+        """Whether the elements were decoded already (`numpy` then returns them without work)."""
+        return self._array is not None
+
+    @property
     def is_decodable(self) -> bool:
         return self._array is not None or self._loader is not None
 

@@ -19,6 +19,7 @@ from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.tensor import Tensor
+from compiler.limits import check_tensor_size
 from compiler.rewrite.constants import const_array, const_op, is_exclusive
 from compiler.rewrite.edit import erase_dead, inherit_control_deps, take_over
 from compiler.runtime.op_eval import FORWARDING_OPS
@@ -298,7 +299,7 @@ def _bias_add(graph: Graph, site: ConvSite, shift: np.ndarray, before: Op, name:
 def scale_weights(graph: Graph, site: ConvSite, scale: np.ndarray) -> None:
     """Multiply the weights per output channel; in place when this conv is their only reader."""
     tensor = site.weights.attrs["value"]
-    w = tensor.numpy()
+    w = _weight_elements(graph, site.weights, tensor)
     factor = _weight_broadcast(site, w.shape, scale)
     if w.dtype in (np.float32, np.float64):
         scaled = w * factor.astype(w.dtype)  # one rounding of the factor, one of the product (as GTT)
@@ -312,6 +313,22 @@ def scale_weights(graph: Graph, site: ConvSite, scale: np.ndarray) -> None:
     copy = graph.create_op("Const", graph.unique_name(site.weights.name + "_folded"),
                            attrs={"dtype": tensor.dtype, "value": new}, device=site.weights.device, before=site.conv)
     site.conv.set_operand(1, copy.results[0])
+
+
+def _weight_elements(graph: Graph, weights: Op, tensor: Tensor) -> np.ndarray:
+    """The weights' elements.  Large weights not decoded yet are read from the input's bytes
+    (`GraphExtras.tensor_encodings`) rather than copied out of protobuf, so the scaled product
+    is the one copy made.  The view may be unaligned, which changes no product: every element
+    is multiplied on its own."""
+    source = weights.attrs.source("value")
+    known = None if source is None or tensor.is_decoded else graph.extras.tensor_encodings.get(id(source))
+    if known is None:
+        return tensor.numpy()
+    check_tensor_size(tensor.shape, tensor.dtype.to_numpy().itemsize, lambda: f"constant {tensor!r}")
+    flat = np.frombuffer(known.content, dtype=tensor.dtype.to_numpy())
+    if flat.size != tensor.num_elements:
+        return tensor.numpy()  # which refuses it, naming the sizes
+    return flat.reshape(tensor.shape)
 
 
 def _weight_broadcast(site: ConvSite, shape: tuple[int, ...], scale: np.ndarray) -> np.ndarray:
