@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from compiler.ir.dtypes import DType
+from compiler.ir.dtypes import DTYPE_BY_NUMBER, DType
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
 
 _DATA = Path(__file__).resolve().parent / "data" / "tf_op_list.pb.gz"
@@ -128,6 +128,57 @@ def infer_result_types(op_type: str, attrs: Mapping[str, Any]) -> list[tuple[Opt
     if stated is _MISSING and op_type not in _SHAPE_STATING:  # nearly every op again: all shapes unknown
         return [(dtype, UNKNOWN_SHAPE) for dtype in dtypes]
     return list(zip(dtypes, _stated_shapes(op_type, attrs, stated, len(dtypes))))
+
+
+def lowered_result_types(op_type: str, attrs: Mapping[str, Any],
+                         sources: Mapping[str, Any]) -> list[tuple[Optional[DType], Shape]]:
+    """`infer_result_types` of an op just lowered, whose attributes are all still `sources`
+    (AttrValue messages).  Nearly every op's results are typed by fixed types and type
+    attributes, and state no shapes: those are looked up by the attributes' type numbers,
+    without decoding them (a Const decodes its value, for its shape).  Any other op, or a
+    type attribute of another kind, takes the long way."""
+    names = None if "_output_shapes" in sources else _type_attrs(op_type)
+    if names is not None and (op_type == "Const" or op_type not in _SHAPE_STATING):
+        numbers = tuple([_type_number(sources, name) for name in names])
+        if _MISSING not in numbers:
+            types = list(_typed_results(op_type, numbers))
+            if op_type == "Const":
+                value = attrs.get("value", _MISSING)  # decoded, and refused, as the long way does
+                if hasattr(value, "shape"):
+                    types[0] = (types[0][0], _known_shape(tuple(value.shape)))
+            return types
+    return infer_result_types(op_type, attrs)
+
+
+def _type_number(sources: Mapping[str, Any], name: str) -> Any:
+    """The type enum number a `type` attribute holds, None when the op leaves it out (its default
+    applies), _MISSING for an attribute of another kind."""
+    source = sources.get(name)
+    if source is None:
+        return None
+    return source.type if source.WhichOneof("value") == "type" else _MISSING
+
+
+@functools.lru_cache(maxsize=4096)
+def _type_attrs(op_type: str) -> Optional[tuple[str, ...]]:
+    """The type attributes typing an op type's results, when each output arg is one result of a
+    fixed type or of such an attribute; else None (unregistered, lists, counts)."""
+    plan = _result_plan(op_type)
+    if plan is None or not plan.one_each:
+        return None
+    return tuple(dict.fromkeys(arg.type_attr for arg in plan.args if arg.type is None))
+
+
+@functools.lru_cache(maxsize=4096)
+def _typed_results(op_type: str, numbers: tuple[Optional[int], ...]) -> tuple[tuple[Optional[DType], Shape], ...]:
+    """What `infer_result_types` gives an op of a `_type_attrs` type whose type attributes hold these
+    numbers (None: left out) and that states no shapes.  Bounded: a corrupt graph may hold any number."""
+    plan = _result_plan(op_type)
+    if plan is None:
+        return ((None, UNKNOWN_SHAPE),)
+    names = _type_attrs(op_type) or ()
+    decoded = {name: DTYPE_BY_NUMBER.get(number) for name, number in zip(names, numbers) if number is not None}
+    return tuple([(_arg_dtype(arg, decoded, plan.defaults), UNKNOWN_SHAPE) for arg in plan.args])
 
 
 def _arg_dtype(arg: _OutputArg, attrs: Mapping[str, Any], defaults: Mapping[str, Any]) -> Optional[DType]:

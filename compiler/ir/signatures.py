@@ -331,9 +331,18 @@ class _OpCheck:
         if problem:
             self.fail(f"attribute '{attr}': {problem}")
         if self.op.type == "Const" and attr == "value":
-            declared = self.op.attrs.get("dtype")
-            if isinstance(declared, DType) and int(declared) != proto.dtype:
+            declared = self.declared_type("dtype")
+            if declared is not None and int(declared) != proto.dtype:
                 self.fail(f"value is {DType(proto.dtype).tf_name} but attribute 'dtype' says {declared.tf_name}")
+
+    def declared_type(self, name: str) -> Optional[DType]:
+        """The type attribute `name` holds, None for anything else; read from its encoding while
+        untouched, as decoding it would give (every Const asks, and the load decodes none)."""
+        source = self.op.attrs.source(name)
+        if source is None:
+            value = self.op.attrs.get(name)
+            return value if isinstance(value, DType) else None
+        return DTYPE_BY_NUMBER.get(source.type) if source.WhichOneof("value") == "type" else None
 
 
 # -- tensor encodings ---------------------------------------------------------------------------------

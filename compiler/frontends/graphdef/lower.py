@@ -15,7 +15,7 @@ from compiler.errors import InputError
 from compiler.frontends.graphdef.encoded import find_tensor_attrs
 from compiler.ir.attrs import AttrMap
 from compiler.ir.graph import EncodedTensorAttr, Graph, Op, Value
-from compiler.ir.op_registry import infer_result_types, op_def
+from compiler.ir.op_registry import lowered_result_types, op_def
 from compiler.ir.shapes import UNKNOWN_SHAPE
 from compiler.ir.signatures import SignatureError
 from compiler.proto import graph_pb2
@@ -114,9 +114,10 @@ def _create_op(by_name: dict[str, Op], node: Any, max_read: tuple[int, str], whe
         raise InputError(f"{where}: duplicate node name '{name}'")
     op_type = node.op
     entries = node.attr
-    attrs = AttrMap.encoded({key: entries[key] for key in entries}, decode_attr)  # faster than .items()
+    sources = {key: entries[key] for key in entries}  # faster than .items()
+    attrs = AttrMap.encoded(sources, decode_attr)
     try:
-        types = infer_result_types(op_type, attrs)
+        types = lowered_result_types(op_type, attrs, sources)
     except (ValueError, TypeError) as err:
         raise InputError(f"{where}: node '{name}' ({op_type}): {err}") from None
     max_port, reader = max_read
