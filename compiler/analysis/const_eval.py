@@ -17,7 +17,7 @@ from compiler.ir.graph import Op
 MAX_ELEMENTS = 1 << 20
 
 _ARRAY_OPS = (
-    "Reshape", "Squeeze", "ExpandDims", "ConcatV2", "Concat", "Pack", "Unpack", "Transpose",
+    "Reshape", "Squeeze", "ExpandDims", "ConcatV2", "Concat", "Pack", "Unpack", "Transpose", "ReverseV2",
     "Pad", "PadV2", "MirrorPad", "Slice", "StridedSlice", "Gather", "GatherV2", "Fill", "Tile",
     "Split", "SplitV", "Mean", "Sum", "Max", "Min", "Prod", "All", "Any", "ArgMax", "ArgMin",
     "Range", "BroadcastTo", "BroadcastArgs", "Select", "Shape", "Size", "Rank", "OneHot", "MatrixBandPart",

@@ -1,8 +1,9 @@
 """Dilation2D / erosion (tf.nn.dilation2d, tf.nn.erosion2d) exported to ONNX from tf.compat.v1 GraphDefs with a
 constant filter: outputs against TF's session on seeded random images (floats within 1e-4 of the largest, in
-practice equal), node counts, the layout kept from a convolution, run-time image sizes, and the refusals.
-tf2onnx converts no Dilation2D.  The graphs export after -O2, as the CLI does: erosion's filter is a
-ReverseV2 of a constant, which constant folding turns into one."""
+practice equal; integers exactly, wrapping sums included), node counts, the layout kept from a convolution,
+run-time image sizes, and the refusals.  tf2onnx converts no Dilation2D.  Most graphs export after -O2, as the
+CLI does; erosion's filter is a ReverseV2 of a constant, which the static analysis evaluates, so the raw graph
+exports as well."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,9 +40,11 @@ def _morphology_graph(shape, filter_shape, strides, rates, padding, dtype=np.flo
     return frozen(build)
 
 
-def _export_and_compare(data, inputs, outputs, feeds_list):
-    """Export at -O2 (whose constant folding turns erosion's reversed filter into a constant)."""
-    graph = run_pipeline(load_graph_bytes(data), o2_pipeline(), inputs, outputs).graph
+def _export_and_compare(data, inputs, outputs, feeds_list, optimize=True):
+    """Export at -O2 (or the graph as loaded), check, and compare with TF's session on every feed."""
+    graph = load_graph_bytes(data)
+    if optimize:
+        graph = run_pipeline(graph, o2_pipeline(), inputs, outputs).graph
     result = export_with_report(graph, inputs, outputs)
     onnx.checker.check_model(result.model, full_check=True)
     worst = 0.0
@@ -128,10 +131,16 @@ def test_refusals_name_the_node():
     with pytest.raises(UnsupportedOpError, match=r"'Dilation2D' \(node 'dilation2d'\).*filter must be a constant"):
         export_with_report(b.graph, ["x", "f"], [out.name])
     b = Builder()
-    x = b.input("x", [1, 5, 5, 2], DType.INT32)
+    x = b.input("x", [1, 5, 5, 2], DType.UINT64)
+    out = b("Dilation2D", x, b.const(np.ones((2, 2, 2), np.uint64)), strides=[1, 1, 1, 1], rates=[1, 1, 1, 1],
+            padding="SAME")
+    with pytest.raises(UnsupportedOpError, match="no ReduceMax kernel for uint64"):
+        export_with_report(b.graph, ["x"], [out.name])
+    b = Builder()
+    x = b.input("x", [1, None, 5, 2], DType.INT32)
     out = b("Dilation2D", x, b.const(np.ones((2, 2, 2), np.int32)), strides=[1, 1, 1, 1], rates=[1, 1, 1, 1],
             padding="SAME")
-    with pytest.raises(UnsupportedOpError, match="floats only"):
+    with pytest.raises(UnsupportedOpError, match="int32 input of run-time height or width"):
         export_with_report(b.graph, ["x"], [out.name])
     b = Builder()
     x = b.input("x", [1, 1, 5, 1])
@@ -139,3 +148,74 @@ def test_refusals_name_the_node():
             padding="VALID")
     with pytest.raises(UnsupportedOpError, match="output size would be negative"):
         export_with_report(b.graph, ["x"], [out.name])
+
+
+# -- integers ---------------------------------------------------------------------------------------------------
+INTEGER_TYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32]
+
+
+def _integer_graph(dtype, shape, filter_shape, strides, rates, padding, seed):
+    """Dilation (and, for signed types, erosion) of a seeded filter spanning the type's whole range, so
+    sums wrap."""
+    info = np.iinfo(dtype)
+    f = np.random.default_rng(seed).integers(info.min, info.max, filter_shape, dtype=dtype, endpoint=True)
+
+    def build():
+        x = tf.compat.v1.placeholder(tf.as_dtype(dtype), shape, name="x")
+        kwargs = dict(strides=[1, *strides, 1], padding=padding, rates=[1, *rates, 1])
+        outputs = {"dilated": tf.raw_ops.Dilation2D(input=x, filter=f, **kwargs)}
+        if info.min < 0:
+            outputs["eroded"] = tf.nn.erosion2d(x, f, kwargs["strides"], padding, "NHWC", kwargs["rates"])
+        return ["x"], outputs
+
+    return frozen(build)
+
+
+@pytest.mark.parametrize("dtype", INTEGER_TYPES)
+@pytest.mark.parametrize("strides,rates,padding", [((1, 1), (1, 1), "SAME"), ((2, 1), (1, 2), "SAME"),
+                                                   ((1, 2), (2, 1), "VALID"), ((1, 1), (4, 4), "SAME")])
+def test_integer_types_wrap_as_tf(dtype, strides, rates, padding):
+    """Integer sums wrap in the type as in TF; the taps outside the image (a constant mask) give way to the
+    type's lowest value, which is also the output of a window without a tap inside (rates 4 on a 5 x 4 image)."""
+    shape = [2, 5, 4, 3]
+    data, inputs, outputs = _integer_graph(dtype, shape, [2, 3, 3], strides, rates, padding, seed=6)
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(7)
+    feeds = [{"x": rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)},
+             {"x": rng.integers(-3 if info.min else 0, 4, shape).astype(dtype)}]
+    report, worst = _export_and_compare(data, inputs, outputs, feeds, optimize=False)
+    assert worst == 0.0
+    counts = report.op_counts
+    per_op = 1 if dtype in (np.int16, np.uint16, np.uint32) else 0  # a Cast to a type with a ReduceMax, back
+    masked = padding == "SAME"
+    assert counts["Gather"] == 2 * len(outputs) and counts["ReduceMax"] == len(outputs)
+    assert counts.get("Where", 0) == masked * len(outputs) and "Pad" not in counts
+    assert report.node_count == len(outputs) * (4 + masked + 2 * per_op) + 2 * (len(outputs) - 1)  # + erosion's Negs
+
+
+def test_integer_types_at_opset_13_add_in_int32():
+    """Before opset 14 onnxruntime adds no 8- or 16-bit integers: the taps are summed in int32 and wrapped back."""
+    b = Builder()
+    x = b.input("x", [1, 4, 4, 2], DType.INT8)
+    f = np.asarray(np.random.default_rng(8).integers(-128, 127, (2, 2, 2)), np.int8)
+    out = b("Dilation2D", x, b.const(f), strides=[1, 1, 1, 1], rates=[1, 1, 1, 1], padding="SAME")
+    result = export_with_report(b.graph, ["x"], [out.name], opset=13)
+    onnx.checker.check_model(result.model, full_check=True)
+    feeds = {"x": np.random.default_rng(9).integers(-128, 127, (1, 4, 4, 2)).astype(np.int8)}
+    want, got = Interpreter(b.graph).run(dict(feeds), [out.name]), run_onnx(result.model, feeds, [out.name])
+    np.testing.assert_array_equal(got[out.name], want[out.name])
+    assert result.report.op_counts["Cast"] == 2 and result.report.op_counts["Add"] == 1
+
+
+def test_raw_erosion_exports_without_o2():
+    """tf.nn.erosion2d's filter is ReverseV2(Const): the static analysis evaluates it, so the frozen graph
+    exports as it is, with the node count of its -O2 form."""
+    data, inputs, outputs = _morphology_graph([2, 9, 8, 3], [3, 2, 3], (2, 1), (1, 2), "SAME", seed=10)
+    graph = load_graph_bytes(data)
+    assert "ReverseV2" in {op.type for op in graph}
+    rng = np.random.default_rng(11)
+    feeds = [{"x": rng.uniform(-5, 5, (2, 9, 8, 3)).astype(np.float32)} for _ in range(2)]
+    raw, worst = _export_and_compare(data, inputs, outputs, feeds, optimize=False)
+    assert worst == 0.0
+    assert raw.op_counts == _export_and_compare(data, inputs, outputs, feeds)[0].op_counts
+    assert raw.node_count == 14 and raw.op_counts["Neg"] == 2

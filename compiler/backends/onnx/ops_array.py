@@ -13,12 +13,14 @@ import numpy as np
 
 from compiler.backends.onnx import conv1d, layout, opset, repeat_resize
 from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, Lowered, LoweringContext
-from compiler.backends.onnx.dtypes import onnx_type
+from compiler.backends.onnx.dtypes import onnx_type, ort_computes
 from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
 from compiler.backends.onnx.fusion import flatten_concat
 from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.nonnegative import never_negative
-from compiler.backends.onnx.ops_elementwise import broadcast_operands
+from compiler.backends.onnx.ops_elementwise import (
+    broadcast_operands, carrier_of, cast_to, emit_typed, emit_where, is_integer, type_name,
+)
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
 from compiler.graphutil import input_pipeline
 from compiler.ir.attrs import attr_text
@@ -274,16 +276,16 @@ def emit_pad(ctx: LoweringContext, op: Op, x: str, pairs: Sequence[tuple[int, in
              fill: Optional[str] = None, suffix: Optional[str] = None,
              dims: Optional[Sequence[Optional[int]]] = None) -> str:
     """Pad stored axes by (before, after) `pairs`; mode constant, reflect or symmetric.  `dims`,
-    the stored sizes where known, let a symmetric pad gather its outer axes."""
+    the stored sizes where known, let a symmetric pad gather its outer axes.  `x` has operand 0's
+    type (16-bit integers pad as int32: onnxruntime's Pad has no kernel for them)."""
     if mode == "symmetric" and all(p in (0, 1) for pair in pairs for p in pair):
         mode = "edge"  # one mirrored pixel including the edge is the edge pixel
     if mode == "symmetric":
         return _symmetric_pad(ctx, op, x, pairs, suffix, dims or (None,) * len(pairs))
     pads = ctx.ints([b for b, _ in pairs] + [a for _, a in pairs], f"{op.name}/pads")
     inputs = [x, pads] + ([fill] if fill else [])
-    if suffix is None:
-        return ctx.emit1(op, "Pad", inputs, mode=mode)
-    return ctx.helper1(op, suffix, "Pad", inputs, mode=mode)
+    return emit_typed(ctx, op, "Pad", inputs, ctx.dtype(op.operands[0]), typed=(0, 2), back=True, suffix=suffix,
+                      mode=mode)
 
 
 def _symmetric_pad(ctx: LoweringContext, op: Op, x: str, pairs: Sequence[tuple[int, int]],
@@ -645,14 +647,8 @@ def _one_hot(ctx: LoweringContext, op: Op) -> None:
         return
     lifted = ctx.helper1(op, "lifted", "Unsqueeze", [indices, ctx.ints([at], f"{op.name}/axis")])
     hot = ctx.helper1(op, "hot", "Equal", [lifted, depth_positions(ctx, op, rank - at)])
-    on, off = ctx.operand(op, 2), ctx.operand(op, 3)
-    if ctx.dtype(op.results[0]) != DType.BOOL:
-        ctx.bind(op.results[0], ctx.emit1(op, "Where", [hot, on, off]))
-        return
-    # onnxruntime has no boolean Where: (hot and on) or (not hot and off).
-    cold = ctx.helper1(op, "cold", "Not", [hot])
-    picked = [ctx.helper1(op, "on", "And", [hot, on]), ctx.helper1(op, "off", "And", [cold, off])]
-    ctx.bind(op.results[0], ctx.emit1(op, "Or", picked))
+    picked = emit_where(ctx, op, [hot, ctx.operand(op, 2), ctx.operand(op, 3)], ctx.dtype(op.results[0]))
+    ctx.bind(op.results[0], picked)
 
 
 # Value types onnxruntime's OneHot kernel takes with int64 indices and depth.
@@ -693,7 +689,6 @@ def counting(ctx: LoweringContext, op: Op, count: str, suffix: str) -> str:
     return ctx.helper1(op, suffix, "Range", [zero, count, one])
 
 
-_INT_RANGE = (DType.INT16, DType.INT32, DType.INT64)
 _FLOAT_RANGE = (DType.FLOAT, DType.DOUBLE)
 
 
@@ -703,11 +698,12 @@ def _range(ctx: LoweringContext, op: Op) -> None:
     start + T(i) * delta, so TF's count ceil((limit - start) / delta) and formula are spelled out."""
     dtype = ctx.dtype(op.results[0])
     start, limit, delta = (ctx.operand(op, i) for i in range(3))
-    if dtype in _INT_RANGE:
-        ctx.bind(op.results[0], ctx.emit1(op, "Range", [start, limit, delta]))
+    if is_integer(dtype):
+        ctx.bind(op.results[0], emit_typed(ctx, op, "Range", [start, limit, delta], dtype))  # int8, uint16/32 wider
         return
     if dtype not in _FLOAT_RANGE:
-        raise UnsupportedOpError(op.type, op.name, f"Range of {dtype} (ONNX Range takes int16/32/64, float, double)")
+        raise UnsupportedOpError(op.type, op.name, f"Range of {type_name(dtype)} (ONNX Range takes int16/32/64, "
+                                                   "float, double)")
     span = ctx.helper1(op, "steps", "Div", [ctx.helper1(op, "span", "Sub", [limit, start]), delta])
     count = ctx.helper1(op, "count", "Cast", [ctx.helper1(op, "ceil", "Ceil", [span])], to=onnx_type(DType.INT64))
     index = counting(ctx, op, count, "index")
@@ -773,7 +769,10 @@ def _batch_to_space_nd(ctx: LoweringContext, op: Op) -> None:
 def _where(ctx: LoweringContext, op: Op) -> None:
     """Coordinates of the true (non-zero) elements, one row each: ONNX NonZero gives them one
     column each, in the same row-major order, so a Transpose turns them around."""
-    coords = ctx.helper1(op, "nonzero", "NonZero", [ctx.operand(op, 0)])
+    x = ctx.operand(op, 0)
+    if not ort_computes("NonZero", ctx.dtype(op.operands[0]), ctx.opset):
+        x = cast_to(ctx, op, x, DType.BOOL, "nonzero_test")  # exact: what is not zero (NaN too) is true
+    coords = ctx.helper1(op, "nonzero", "NonZero", [x])
     ctx.bind(op.results[0], ctx.emit1(op, "Transpose", [coords], perm=[1, 0]))
 
 
@@ -828,20 +827,22 @@ def _reverse_sequence(ctx: LoweringContext, op: Op) -> None:
 
 @lowers("Unique", "UniqueWithCounts")
 def _unique(ctx: LoweringContext, op: Op) -> None:
-    """ONNX Unique unsorted keeps first-appearance order, as TF does; 32-bit integers are
-    compared as int64 (exact both ways), which onnxruntime's kernel takes."""
+    """ONNX Unique unsorted keeps first-appearance order, as TF does; types onnxruntime's kernel
+    does not take are compared as int64 (bools and narrower integers widened, uint64 as its bits:
+    either way equal values stay equal and distinct ones distinct)."""
     dtype = ctx.dtype(op.operands[0])
     x = ctx.operand(op, 0)
-    widened = dtype in (DType.INT32, DType.INT16, DType.UINT8, DType.UINT16)
+    through = carrier_of(ctx, op, "Unique", dtype, wraps=True)  # wraps: equal bits are equal values
+    widened = through != dtype
     if widened:
-        x = ctx.helper1(op, "wide", "Cast", [x], to=onnx_type(DType.INT64))
+        x = ctx.helper1(op, "wide", "Cast", [x], to=onnx_type(through))
     values, _, inverse, counts = ctx.helper(op, "unique", "Unique", [x], 4, sorted=0)
     index_type = op.attr("out_idx", DType.INT32)
     results = [(values, dtype), (inverse, index_type), (counts, index_type)][:len(op.results)]
     for n, (value, (tensor, to)) in enumerate(zip(op.results, results)):
         if n == 0 and widened or n > 0 and to != DType.INT64:
-            ctx.bind(value, ctx.narrowed(ctx.node("Cast", [tensor], ctx.prefix + value.name, to=onnx_type(to))[0],
-                                         tensor))
+            cast = ctx.node("Cast", [tensor], ctx.prefix + value.name, to=onnx_type(to))[0]
+            ctx.bind(value, cast if to == DType.UINT64 else ctx.narrowed(cast, tensor))  # uint64 held as its bits
         else:
             ctx.bind(value, tensor)
 

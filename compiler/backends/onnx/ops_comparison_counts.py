@@ -21,6 +21,7 @@ from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.ops_array import int64_operand, shape_slice
+from compiler.backends.onnx.ops_elementwise import type_name
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
@@ -33,7 +34,8 @@ _COMPARED_AS_FLOAT = (DType.FLOAT, DType.INT32, DType.INT64)
 def _bucketize(ctx: LoweringContext, op: Op) -> None:
     dtype = ctx.dtype(op.operands[0])
     if dtype not in _WIDENED + _COMPARED_AS_FLOAT:
-        raise UnsupportedOpError(op.type, op.name, f"Bucketize of {dtype} (float, double, int32 or int64 only)")
+        raise UnsupportedOpError(op.type, op.name, f"Bucketize of {type_name(dtype)} (float, double, int32 or "
+                                                   "int64 only)")
     found = ctx.agnostic_operand(op)
     x = found.tensor
     bounds = np.asarray(list(op.attr("boundaries", ())), np.float32)
@@ -52,7 +54,10 @@ def _bucketize(ctx: LoweringContext, op: Op) -> None:
 def _sorted_search(ctx: LoweringContext, op: Op) -> None:
     """Per row, how many sorted elements are below each value (LowerBound: `s < v`) or not above
     it (UpperBound: `not v < s`), which is where TF's std::lower_bound/upper_bound land on a
-    sorted row, NaN values included (0 and all of them)."""
+    sorted row, NaN values included (0 and all of them).  Bools are refused: ONNX's Less does not
+    take them, and TF registers no bool kernel either."""
+    if ctx.dtype(op.operands[0]) == DType.BOOL:
+        raise UnsupportedOpError(op.type, op.name, f"{op.type} of bool (TF has no bool kernel)")
     row = ctx.helper1(op, "row", "Unsqueeze", [ctx.operand(op, 0), ctx.ints([1], f"{op.name}/row_axis")])
     column = ctx.helper1(op, "column", "Unsqueeze", [ctx.operand(op, 1), ctx.ints([2], f"{op.name}/column_axis")])
     if op.type == "LowerBound":

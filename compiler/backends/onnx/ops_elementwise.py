@@ -14,8 +14,8 @@ import numpy as np
 from compiler.backends.onnx import layout
 from compiler.backends.onnx.bands import TRILU_OPSET, TRILU_TYPES, band_of, emit_band
 from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES, cast_complex
-from compiler.backends.onnx.context import LoweringContext
-from compiler.backends.onnx.dtypes import onnx_type
+from compiler.backends.onnx.context import Lowered, LoweringContext
+from compiler.backends.onnx.dtypes import carrier, onnx_type, ort_computes
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.fusion import absorb_bias
 from compiler.backends.onnx.layout import Perm
@@ -78,7 +78,73 @@ def _broadcast_operand(ctx: LoweringContext, value: Value, perm: Perm, rank: Opt
 
 def lower_broadcasting(ctx: LoweringContext, op: Op, onnx_op: str, values: Sequence[Value]) -> None:
     inputs, perm = broadcast_operands(ctx, op, values)
-    ctx.bind(op.results[0], ctx.emit1(op, onnx_op, inputs), perm)
+    out = emit_typed(ctx, op, onnx_op, inputs, ctx.dtype(values[0]), wraps=op.type in _WRAPPING)
+    ctx.bind(op.results[0], out, perm)
+
+
+# -- element types onnxruntime computes in --------------------------------------------
+# TF ops whose integer results wrap around (modulo 2^bits), which a same-width type computes too.
+_WRAPPING = frozenset({"Add", "AddV2", "Sub", "Mul", "Square", "AddN", "BiasAdd", "BiasAddV1", "Sum", "Prod",
+                       "Cumsum", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"})
+
+
+def type_name(dtype: Optional[DType]) -> str:
+    return "an unknown type" if dtype is None else dtype.name.lower()
+
+
+def cast_to(ctx: LoweringContext, op: Op, tensor: str, dtype: DType, suffix: str) -> str:
+    """`tensor` as `dtype`: a constant converted at export time, an int64 tensor some narrowing
+    Cast read from, else a Cast node `<op>/<suffix>`."""
+    array = ctx.scope.initializers.get(tensor)
+    if array is not None:
+        return ctx.initializer(array.astype(dtype.to_numpy()), f"{op.name}/{suffix}")
+    wide = ctx.wide_source(tensor)
+    if wide is not None and dtype == DType.INT64:
+        return wide
+    return ctx.helper1(op, suffix, "Cast", [tensor], to=onnx_type(dtype))
+
+
+def emit_typed(ctx: LoweringContext, op: Op, onnx_op: str, inputs: Sequence[str], dtype: Optional[DType],
+               typed: Optional[Sequence[int]] = None, wraps: bool = False, back: Optional[bool] = None,
+               suffix: Optional[str] = None, **attrs) -> str:
+    """ONNX `onnx_op` on `inputs`, whose operands `typed` (default: all) are `dtype`, as `op`'s main
+    node (or its helper `suffix`).  Where onnxruntime has no kernel for `dtype`, a carrier type
+    computes it (dtypes.carrier; `wraps`: the result is wanted modulo 2^bits): those operands cast
+    to it, the result cast back when `back` (default: when `op`'s result is of type `dtype`, not a
+    comparison's bool or an index).  Refused naming the type when no type carries it exactly."""
+    through = carrier_of(ctx, op, onnx_op, dtype, wraps)
+    if through != dtype:
+        positions = range(len(inputs)) if typed is None else typed
+        inputs = [cast_to(ctx, op, t, through, f"{suffix or onnx_op.lower()}_in{i}_{type_name(through)}")
+                  if i in positions else t for i, t in enumerate(inputs)]
+    if back is None:
+        back = ctx.dtype(op.results[0]) == dtype
+    return emit_last(ctx, op, dtype, through if back else dtype, onnx_op, inputs, suffix, **attrs)  # type: ignore
+
+
+def carrier_of(ctx: LoweringContext, op: Op, onnx_op: str, dtype: Optional[DType], wraps: bool = False) -> DType:
+    """The type `onnx_op` computes in for `op`'s `dtype` operands (dtypes.carrier), or a refusal naming it."""
+    through = carrier(onnx_op, dtype, ctx.opset, wraps)
+    if through is None:
+        name = type_name(dtype)
+        raise UnsupportedOpError(op.type, op.name, f"onnxruntime has no {onnx_op} kernel for {name}, and no type "
+                                                   f"it has one for holds every {name} value")
+    return through
+
+
+def emit_last(ctx: LoweringContext, op: Op, dtype: DType, work: DType, onnx_op: str, inputs: Sequence[str],
+              suffix: Optional[str] = None, **attrs) -> str:
+    """The last node of a lowering whose operands are of carrier type `work`: `op`'s main node (or
+    helper `suffix`), or when `work` is not `dtype` a helper cast back to `dtype` by that node."""
+    if work != dtype:
+        inputs = [ctx.helper1(op, f"{suffix or onnx_op.lower()}_{type_name(work)}", onnx_op, inputs, **attrs)]
+        onnx_op, attrs = "Cast", {"to": onnx_type(dtype)}
+    return ctx.emit1(op, onnx_op, inputs, **attrs) if suffix is None else ctx.helper1(op, suffix, onnx_op, inputs,
+                                                                                       **attrs)
+
+
+def is_integer(dtype: Optional[DType]) -> bool:
+    return dtype is not None and dtype != DType.BOOL and dtype.to_numpy().kind in "iu"
 
 
 # -- lowerings -----------------------------------------------------------------------
@@ -94,7 +160,69 @@ def _pass_through(ctx: LoweringContext, op: Op) -> None:
 @lowers(*UNARY, layout=AGNOSTIC)
 def _unary(ctx: LoweringContext, op: Op) -> None:
     found = ctx.agnostic_operand(op)
-    ctx.bind(op.results[0], ctx.emit1(op, UNARY[op.type], [found.tensor]), found.perm)
+    dtype = ctx.dtype(op.operands[0])
+    if is_integer(dtype) and op.type in ("Relu", "Round", "Rint", "Reciprocal", "Inv"):
+        _integer_unary(ctx, op, found, dtype)  # type: ignore[arg-type]
+        return
+    if dtype == DType.DOUBLE and op.type in _DOUBLE_FORMULAS and not ort_computes(UNARY[op.type], dtype, ctx.opset):
+        ctx.bind(op.results[0], _DOUBLE_FORMULAS[op.type](ctx, op, found.tensor), found.perm)
+        return
+    ctx.bind(op.results[0], emit_typed(ctx, op, UNARY[op.type], [found.tensor], dtype), found.perm)
+
+
+def _integer_unary(ctx: LoweringContext, op: Op, found: Lowered, dtype: DType) -> None:
+    """Integer Relu, Round and Reciprocal, which ONNX defines on floats (Relu also on 8- and 32-bit
+    integers from opset 14): Round leaves an integer as it is (as tf.math.round does; TF's raw kernel
+    zeroes integers, a TF bug), so does Relu an unsigned one, a signed one is max(x, 0).  TF has no
+    integer Reciprocal kernel, so that is refused."""
+    if op.type in ("Reciprocal", "Inv"):
+        raise UnsupportedOpError(op.type, op.name, f"{op.type} of {type_name(dtype)} (TF has no integer kernel, "
+                                                   "ONNX Reciprocal takes floats)")
+    if op.type in ("Round", "Rint") or dtype.to_numpy().kind == "u":
+        ctx.bind(op.results[0], found.tensor, found.perm)
+        return
+    if ort_computes("Relu", dtype, ctx.opset):
+        ctx.bind(op.results[0], ctx.emit1(op, "Relu", [found.tensor]), found.perm)
+        return
+    out = emit_typed(ctx, op, "Max", [found.tensor, ctx.scalar(0, dtype, "zero")], dtype)
+    ctx.bind(op.results[0], out, found.perm)
+
+
+def _tan(ctx: LoweringContext, op: Op, x: str) -> str:
+    return ctx.emit1(op, "Div", [ctx.helper1(op, "sin", "Sin", [x]), ctx.helper1(op, "cos", "Cos", [x])])
+
+
+def _cosh(ctx: LoweringContext, op: Op, x: str) -> str:
+    """e^|x| / 2 + e^-|x| / 2, the first as e^(|x| - ln 2) so it overflows only where cosh does."""
+    half_up = ctx.helper1(op, "half_exp", "Exp", [ctx.helper1(op, "shifted", "Sub", [
+        ctx.helper1(op, "abs", "Abs", [x]), _double(ctx, np.log(2.0), "ln2")])])
+    return ctx.emit1(op, "Add", [half_up, ctx.helper1(op, "half_exp_minus", "Div", [_double(ctx, 0.25, "quarter"),
+                                                                                    half_up])])
+
+
+def _softsign(ctx: LoweringContext, op: Op, x: str) -> str:
+    """TF's x / (|x| + 1)."""
+    plus_one = ctx.helper1(op, "abs_plus_one", "Add", [ctx.helper1(op, "abs", "Abs", [x]), _double(ctx, 1.0, "one")])
+    return ctx.emit1(op, "Div", [x, plus_one])
+
+
+def _elu(ctx: LoweringContext, op: Op, x: str, scale: float = 1.0, alpha: float = 1.0) -> str:
+    """TF's x < 0 ? alpha * (e^x - 1) : x, times scale (Selu), with e^x - 1 as the Expm1 lowering spells it."""
+    negative = ctx.helper1(op, "negative", "Less", [x, _double(ctx, 0.0, "zero")])
+    below = ctx.helper1(op, "exp_minus_one", "Sub", [ctx.helper1(op, "exp", "Exp", [x]), _double(ctx, 1.0, "one")])
+    if scale == 1.0 and alpha == 1.0:
+        return ctx.emit1(op, "Where", [negative, below, x])
+    below = ctx.helper1(op, "below", "Mul", [below, _double(ctx, scale * alpha, "scale_alpha")])
+    above = ctx.helper1(op, "above", "Mul", [x, _double(ctx, scale, "scale")])
+    return ctx.emit1(op, "Where", [negative, below, above])
+
+
+# TF's SELU constants (its kernel's, in double).
+_SELU_SCALE, _SELU_ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
+# Double ops onnxruntime has float kernels only for, each as a formula in double.  The others are refused: the
+# inverse trigonometric and hyperbolic functions and Erf have no ONNX formula, Sinh and Softplus would cancel.
+_DOUBLE_FORMULAS = {"Tan": _tan, "Cosh": _cosh, "Softsign": _softsign, "Elu": _elu,
+                    "Selu": lambda ctx, op, x: _elu(ctx, op, x, _SELU_SCALE, _SELU_ALPHA)}
 
 
 @lowers("Relu6", layout=AGNOSTIC)
@@ -102,14 +230,24 @@ def _relu6(ctx: LoweringContext, op: Op) -> None:
     found = ctx.agnostic_operand(op)
     dtype = ctx.dtype(op.results[0])
     bounds = [ctx.scalar(0, dtype, "zero"), ctx.scalar(6, dtype, "six")]
-    ctx.bind(op.results[0], ctx.emit1(op, "Clip", [found.tensor] + bounds), found.perm)
+    ctx.bind(op.results[0], emit_typed(ctx, op, "Clip", [found.tensor] + bounds, dtype), found.perm)
 
 
 @lowers("LeakyRelu", layout=AGNOSTIC)
 def _leaky_relu(ctx: LoweringContext, op: Op) -> None:
+    """ONNX LeakyRelu, or where onnxruntime has no kernel for the type (double outside opsets 16-19)
+    TF's x > 0 ? x : x * alpha with alpha the float attribute TF reads."""
     found = ctx.agnostic_operand(op)
-    out = ctx.emit1(op, "LeakyRelu", [found.tensor], alpha=float(op.attr("alpha", 0.2)))
-    ctx.bind(op.results[0], out, found.perm)
+    dtype = ctx.dtype(op.results[0])
+    alpha = float(op.attr("alpha", 0.2))
+    if ort_computes("LeakyRelu", dtype, ctx.opset):
+        ctx.bind(op.results[0], ctx.emit1(op, "LeakyRelu", [found.tensor], alpha=alpha), found.perm)
+        return
+    if dtype != DType.DOUBLE:
+        raise UnsupportedOpError(op.type, op.name, f"LeakyRelu of {type_name(dtype)}")
+    positive = ctx.helper1(op, "positive", "Greater", [found.tensor, _double(ctx, 0.0, "zero")])
+    scaled = ctx.helper1(op, "scaled", "Mul", [found.tensor, _double(ctx, float(np.float32(alpha)), "alpha")])
+    ctx.bind(op.results[0], ctx.emit1(op, "Where", [positive, found.tensor, scaled]), found.perm)
 
 
 @lowers("Rsqrt", layout=AGNOSTIC)
@@ -122,7 +260,8 @@ def _rsqrt(ctx: LoweringContext, op: Op) -> None:
 @lowers("Square", layout=AGNOSTIC)
 def _square(ctx: LoweringContext, op: Op) -> None:
     found = ctx.agnostic_operand(op)
-    ctx.bind(op.results[0], ctx.emit1(op, "Mul", [found.tensor, found.tensor]), found.perm)
+    out = emit_typed(ctx, op, "Mul", [found.tensor, found.tensor], ctx.dtype(op.operands[0]), wraps=True)
+    ctx.bind(op.results[0], out, found.perm)
 
 
 @lowers("Log1p", "Expm1", layout=AGNOSTIC)
@@ -174,7 +313,22 @@ def _binary(ctx: LoweringContext, op: Op) -> None:
         for x, b in ((0, 1), (1, 0)):
             if absorb_bias(ctx, op, op.operands[x], op.operands[b]):
                 return
+    dtype = ctx.dtype(op.operands[0])
+    if op.type == "TruncateDiv" and dtype is not None and dtype.is_float:
+        _truncated_quotient(ctx, op)
+        return
     lower_broadcasting(ctx, op, BINARY[op.type], op.operands)
+
+
+def _truncated_quotient(ctx: LoweringContext, op: Op) -> None:
+    """TF's float TruncateDiv is trunc(x / y): the quotient's ceiling where it is negative, else its floor
+    (ONNX has no Trunc; infinities and NaN stay as trunc leaves them, but a -0 result comes out +0:
+    onnxruntime's Where drops the sign of a zero it picks from its first branch)."""
+    inputs, perm = broadcast_operands(ctx, op, op.operands)
+    quotient = ctx.helper1(op, "quotient", "Div", inputs)
+    negative = ctx.helper1(op, "negative", "Less", [quotient, ctx.scalar(0, ctx.dtype(op.operands[0]), "zero")])
+    rounded = [ctx.helper1(op, "ceil", "Ceil", [quotient]), ctx.helper1(op, "floor", "Floor", [quotient])]
+    ctx.bind(op.results[0], ctx.emit1(op, "Where", [negative] + rounded), perm)
 
 
 @lowers("NotEqual", layout=AGNOSTIC)
@@ -202,12 +356,17 @@ def _floor_div(ctx: LoweringContext, op: Op) -> None:
     inputs, perm = broadcast_operands(ctx, op, op.operands)
     if dtype.is_float:
         out = ctx.emit1(op, "Floor", [ctx.helper1(op, "div", "Div", inputs)])
-    elif dtype.to_numpy().kind == "u":
-        out = ctx.emit1(op, "Div", inputs)
+        ctx.bind(op.results[0], out, perm)
+        return
+    work = carrier_of(ctx, op, "Div", dtype)  # 8- and 16-bit integers before opset 14: in int32
+    inputs = [cast_to(ctx, op, t, work, f"in{i}_{type_name(work)}") if work != dtype else t
+              for i, t in enumerate(inputs)]
+    if dtype.to_numpy().kind == "u":
+        out = emit_last(ctx, op, dtype, work, "Div", inputs)
     else:
         remainder = ctx.helper1(op, "remainder", "Mod", inputs, fmod=0)
         multiple = ctx.helper1(op, "multiple", "Sub", [inputs[0], remainder])
-        out = ctx.emit1(op, "Div", [multiple, inputs[1]])
+        out = emit_last(ctx, op, dtype, work, "Div", [multiple, inputs[1]])
     ctx.bind(op.results[0], out, perm)
 
 
@@ -295,20 +454,34 @@ def _select(ctx: LoweringContext, op: Op) -> None:
 
 @lowers("AddN", layout=AGNOSTIC)
 def _add_n(ctx: LoweringContext, op: Op) -> None:
-    lower_broadcasting(ctx, op, "Sum", op.operands)
+    """ONNX Sum, which takes floats only: integers are a chain of Adds (one operand: itself)."""
+    dtype = ctx.dtype(op.results[0])
+    if dtype is None or dtype.is_float:
+        lower_broadcasting(ctx, op, "Sum", op.operands)
+        return
+    inputs, perm = broadcast_operands(ctx, op, op.operands)
+    total = inputs[0]
+    for i, term in enumerate(inputs[1:], 1):
+        last = i == len(inputs) - 1
+        total = emit_typed(ctx, op, "Add", [total, term], dtype, wraps=True, suffix=None if last else f"sum{i}")
+    ctx.bind(op.results[0], total, perm)
 
 
 @lowers("ClipByValue", layout=AGNOSTIC)
 def _clip_by_value(ctx: LoweringContext, op: Op) -> None:
+    """TF's max(min(x, hi), lo), which is lo where lo > hi: ONNX Clip (hi there) for constant
+    scalar bounds in order, else Min then Max."""
     found = ctx.agnostic_operand(op)
     lo, hi = op.operands[1], op.operands[2]
-    if ctx.shape(lo).num_elements == 1 and ctx.shape(hi).num_elements == 1:
-        bounds = [_as_scalar(ctx, op, lo, "min"), _as_scalar(ctx, op, hi, "max")]
-        ctx.bind(op.results[0], ctx.emit1(op, "Clip", [found.tensor] + bounds), found.perm)
+    dtype = ctx.dtype(op.results[0])
+    bounds = [ctx.constant(lo), ctx.constant(hi)]
+    if all(b is not None and b.size == 1 for b in bounds) and bounds[0].reshape(()) <= bounds[1].reshape(()):
+        scalars = [_as_scalar(ctx, op, lo, "min"), _as_scalar(ctx, op, hi, "max")]
+        ctx.bind(op.results[0], emit_typed(ctx, op, "Clip", [found.tensor] + scalars, dtype), found.perm)
         return
     inputs, perm = broadcast_operands(ctx, op, op.operands)
-    low = ctx.helper1(op, "max", "Max", inputs[:2])
-    ctx.bind(op.results[0], ctx.emit1(op, "Min", [low, inputs[2]]), perm)
+    high = emit_typed(ctx, op, "Min", [inputs[0], inputs[2]], dtype, suffix="min")
+    ctx.bind(op.results[0], emit_typed(ctx, op, "Max", [high, inputs[1]], dtype), perm)
 
 
 def _as_scalar(ctx: LoweringContext, op: Op, value: Value, what: str) -> str:
@@ -348,7 +521,8 @@ def _erfc(ctx: LoweringContext, op: Op) -> None:
     within about one float32 ulp (too coarse for double inputs, which are refused)."""
     dtype = ctx.dtype(op.results[0])
     if dtype not in _ERFC_TYPES:
-        raise UnsupportedOpError(op.type, op.name, f"Erfc of {dtype} (the ONNX formula is accurate to float32 only)")
+        raise UnsupportedOpError(op.type, op.name, f"Erfc of {type_name(dtype)} (the ONNX formula is accurate to "
+                                                   "float32 only)")
     found = ctx.agnostic_operand(op)
     x = ctx.helper1(op, "x64", "Cast", [found.tensor], to=onnx_type(DType.DOUBLE))
     z = ctx.helper1(op, "abs", "Abs", [x])
@@ -370,8 +544,12 @@ def _erfc(ctx: LoweringContext, op: Op) -> None:
 def _is_finite(ctx: LoweringContext, op: Op) -> None:
     """Neither infinite nor NaN: ONNX has the two tests, not their complement."""
     found = ctx.agnostic_operand(op)
-    inf = ctx.helper1(op, "is_inf", "IsInf", [found.tensor])
-    nan = ctx.helper1(op, "is_nan", "IsNaN", [found.tensor])
+    x, dtype = found.tensor, ctx.dtype(op.operands[0])
+    through = carrier_of(ctx, op, "IsInf", dtype)
+    if through != dtype:
+        x = cast_to(ctx, op, x, through, type_name(through))  # half: IsInf takes it from opset 20
+    inf = ctx.helper1(op, "is_inf", "IsInf", [x])
+    nan = ctx.helper1(op, "is_nan", "IsNaN", [x])
     ctx.bind(op.results[0], ctx.emit1(op, "Not", [ctx.helper1(op, "not_finite", "Or", [inf, nan])]), found.perm)
 
 
@@ -432,27 +610,31 @@ def _shift(ctx: LoweringContext, op: Op) -> None:
     dtype = ctx.dtype(op.results[0])
     unsigned = dtype if dtype in _SHIFT_TYPES else _UNSIGNED_OF.get(dtype)  # type: ignore[arg-type]
     if unsigned is None:
-        raise UnsupportedOpError(op.type, op.name, f"ONNX BitShift takes 8/32/64-bit integers, not {dtype}")
+        raise UnsupportedOpError(op.type, op.name, f"ONNX BitShift takes 8/32/64-bit integers, not {type_name(dtype)}")
     (x, y), perm = broadcast_operands(ctx, op, op.operands)
     y = _clamped_amount(ctx, op, y, dtype)
     direction = "LEFT" if op.type == "LeftShift" else "RIGHT"
     if dtype == unsigned:
         ctx.bind(op.results[0], ctx.emit1(op, "BitShift", [x, y], direction=direction), perm)
         return
-    y = ctx.helper1(op, "amount", "Cast", [y], to=onnx_type(unsigned))
     if direction == "LEFT":
+        y = ctx.helper1(op, "amount", "Cast", [y], to=onnx_type(unsigned))
         bits = ctx.helper1(op, "bits", "Cast", [x], to=onnx_type(unsigned))
         shifted = ctx.helper1(op, "shifted", "BitShift", [bits, y], direction=direction)
         ctx.bind(op.results[0], ctx.emit1(op, "Cast", [shifted], to=onnx_type(dtype)), perm)
         return
-    negative = ctx.helper1(op, "negative", "Less", [x, ctx.scalar(0, dtype, f"{op.name}/zero")])
-    minus_one = ctx.scalar(-1, dtype, f"{op.name}/minus_one")
+    work = carrier_of(ctx, op, "Sub", dtype)  # int8 before opset 14: as int32, which shifts alike sign-extended
+    if work != dtype:
+        x, unsigned = cast_to(ctx, op, x, work, type_name(work)), _UNSIGNED_OF[work]
+    y = ctx.helper1(op, "amount", "Cast", [y], to=onnx_type(unsigned))
+    negative = ctx.helper1(op, "negative", "Less", [x, ctx.scalar(0, work, f"{op.name}/zero")])
+    minus_one = ctx.scalar(-1, work, f"{op.name}/minus_one")
     flipped = ctx.helper1(op, "flipped", "Where", [negative, ctx.helper1(op, "inverted", "Sub", [minus_one, x]), x])
     bits = ctx.helper1(op, "bits", "Cast", [flipped], to=onnx_type(unsigned))
     shifted = ctx.helper1(op, "shifted", "Cast", [ctx.helper1(op, "logical", "BitShift", [bits, y], direction=direction)],
-                          to=onnx_type(dtype))
+                          to=onnx_type(work))
     restored = ctx.helper1(op, "restored", "Sub", [minus_one, shifted])
-    ctx.bind(op.results[0], ctx.emit1(op, "Where", [negative, restored, shifted]), perm)
+    ctx.bind(op.results[0], emit_last(ctx, op, dtype, work, "Where", [negative, restored, shifted]), perm)
 
 
 def _clamped_amount(ctx: LoweringContext, op: Op, y: str, dtype: DType) -> str:
@@ -483,7 +665,7 @@ def _atan2(ctx: LoweringContext, op: Op) -> None:
     onnxruntime's Where drops the sign of a zero it picks from its first branch."""
     dtype = ctx.dtype(op.results[0])
     if dtype not in (DType.FLOAT, DType.HALF):
-        raise UnsupportedOpError(op.type, op.name, f"Atan2 of {dtype} (onnxruntime's Atan is float32 only)")
+        raise UnsupportedOpError(op.type, op.name, f"Atan2 of {type_name(dtype)} (onnxruntime's Atan is float32 only)")
     inputs, perm = broadcast_operands(ctx, op, op.operands)
     y, x = inputs
     if dtype == DType.HALF:

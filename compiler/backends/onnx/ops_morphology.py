@@ -12,10 +12,21 @@ taps of -inf.  Two forms:
 - spatial size known only at run time: a strided Slice per tap, an Add of that
   tap's filter values and one Max over all taps; SAME padding with a stride
   above 1 computes its padding at run time, as TF does from the input size.
-Any layout the input is stored in is kept (the op is layout agnostic).  Only
-float types export (integer sums wrap in TF, which a padding value cannot
-express); NaNs are not ignored as TF ignores them (onnxruntime's ReduceMax
-keeps a NaN in the first tap).
+Any layout the input is stored in is kept (the op is layout agnostic).  NaNs
+are not ignored as TF ignores them (onnxruntime's ReduceMax keeps a NaN in the
+first tap).
+
+Integers: TF's sums wrap in the operand type, so no padding value stays below
+every tap.  With the spatial size known, each window's taps are gathered at
+clamped positions, added to the filter in the type (wrapping as TF does), and
+the taps outside the image replaced by the lowest value (TF's starting value,
+a constant mask) before the ReduceMax: 2 Gathers + Add + Where + ReduceMax (the
+Where only with padding; 16-bit and unsigned 32-bit sums reduce in a wider type
+onnxruntime has a ReduceMax for, uint64 is refused).  A run-time size is
+refused for integers.
+
+The filter must be known at export time: a constant, or ops of constants the
+static analysis evaluates (tf.nn.erosion2d reverses its filter with ReverseV2).
 """
 from __future__ import annotations
 
@@ -25,9 +36,11 @@ import numpy as np
 
 from compiler.backends.onnx import layout, opset
 from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.ops_array import INT64_MAX, shape_slice
+from compiler.backends.onnx.ops_elementwise import carrier_of, cast_to, emit_typed, is_integer, type_name
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
@@ -40,9 +53,8 @@ _FLOAT_TYPES = (DType.FLOAT, DType.DOUBLE, DType.HALF)
 def _checked(ctx: LoweringContext, op: Op) -> tuple[np.ndarray, list[int], list[int], str]:
     """The constant filter and (strides, rates, padding), or a refusal naming the node."""
     dtype = ctx.dtype(op.results[0])
-    if dtype not in _FLOAT_TYPES:
-        name = "unknown" if dtype is None else dtype.name.lower()
-        raise UnsupportedOpError(op.type, op.name, f"type {name} (floats only: TF's integer sums wrap)")
+    if dtype not in _FLOAT_TYPES and not is_integer(dtype):
+        raise UnsupportedOpError(op.type, op.name, f"type {type_name(dtype)} (floats and integers only)")
     if ctx.rank(op.operands[0]) != 4:
         raise UnsupportedOpError(op.type, op.name, "the input must be known to be 4-D")
     f = ctx.constant(op.operands[1])
@@ -62,8 +74,17 @@ def _dilation2d(ctx: LoweringContext, op: Op) -> None:
     f, strides, rates, padding = _checked(ctx, op)
     found = ctx.agnostic_operand(op)
     dims = ctx.shape(op.operands[0]).dims
-    f = f.astype(ctx.dtype(op.results[0]).to_numpy())
-    if dims[1] is not None and dims[2] is not None:
+    dtype = ctx.dtype(op.results[0])
+    f = f.astype(dtype.to_numpy())
+    known = dims[1] is not None and dims[2] is not None
+    if is_integer(dtype):
+        if not known:
+            raise UnsupportedOpError(op.type, op.name, f"{type_name(dtype)} input of run-time height or width "
+                                                       "(integer sums wrap: the taps outside need a static mask)")
+        out = _gathered_integer(ctx, op, found.tensor, found.perm, dims[1:3], f, strides, rates, padding)
+        ctx.bind(op.results[0], out, found.perm)
+        return
+    if known:
         out = _gathered(ctx, op, found.tensor, found.perm, dims[1:3], f, strides, rates, padding)
         ctx.bind(op.results[0], out, found.perm)
         return
@@ -117,14 +138,58 @@ def _gathered(ctx: LoweringContext, op: Op, x: str, perm: Perm, sizes: Sequence[
         tensor = ctx.helper1(op, f"{name}_taps", "Gather",
                              [tensor, ctx.initializer(taps.astype(np.int64), f"{op.name}/{name}_taps")], axis=at)
         labels[at:at + 1] = [name, "k" + name]
+    summed = ctx.helper1(op, "taps_plus_filter", "Add", [tensor, _filter_weights(ctx, op, f, labels)])
+    reduced = opset.reduce(ctx, op, "ReduceMax", summed, [labels.index("kh"), labels.index("kw")], False,
+                           suffix="largest")
+    return _clamped(ctx, op, [reduced], f.dtype)
+
+
+def _filter_weights(ctx: LoweringContext, op: Op, f: np.ndarray, labels: Sequence[str]) -> str:
+    """The filter as an initializer broadcasting against gathered taps whose axes are `labels`."""
     order = [label for label in labels if label in ("kh", "kw", "c")]
     weights = np.transpose(f, ["kh kw c".split().index(label) for label in order])
     weights = weights.reshape([f.shape[("kh", "kw", "c").index(label)] if label in order else 1
                                for label in labels][labels.index(order[0]):])
-    summed = ctx.helper1(op, "taps_plus_filter", "Add", [tensor, ctx.initializer(weights, f"{op.name}/filter")])
-    reduced = opset.reduce(ctx, op, "ReduceMax", summed, [labels.index("kh"), labels.index("kw")], False,
-                           suffix="largest")
-    return _clamped(ctx, op, [reduced], f.dtype)
+    return ctx.initializer(weights, f"{op.name}/filter")
+
+
+def _gathered_integer(ctx: LoweringContext, op: Op, x: str, perm: Perm, sizes: Sequence[int], f: np.ndarray,
+                      strides: Sequence[int], rates: Sequence[int], padding: str) -> str:
+    """Known spatial size, integers: the taps gathered at clamped positions and added to the filter
+    in the type; those outside the image become the lowest value before the maximum."""
+    dtype = ctx.dtype(op.results[0])
+    through = carrier_of(ctx, op, "ReduceMax", dtype)
+    labels = list(layout.physical_dims(["n", "h", "w", "c"], perm))
+    tensor, inside = x, []
+    for k, name in enumerate("hw"):
+        try:
+            window = windowed_size(sizes[k], f.shape[k], rates[k], strides[k], padding)
+        except KernelError as exc:
+            raise UnsupportedOpError(op.type, op.name, str(exc)) from None
+        index = (np.arange(window.out)[:, None] * strides[k] - window.pad_before
+                 + np.arange(f.shape[k])[None, :] * rates[k])
+        inside.append((index >= 0) & (index < sizes[k]))
+        taps = np.clip(index, 0, max(sizes[k] - 1, 0)).astype(np.int64)
+        at = labels.index(name)
+        tensor = ctx.helper1(op, f"{name}_taps", "Gather", [tensor, ctx.initializer(taps, f"{op.name}/{name}_taps")],
+                             axis=at)
+        labels[at:at + 1] = [name, "k" + name]
+    summed = emit_typed(ctx, op, "Add", [tensor, _filter_weights(ctx, op, f, labels)], dtype, wraps=True,
+                        suffix="taps_plus_filter")
+    if through != dtype:
+        summed = cast_to(ctx, op, summed, through, type_name(through))
+    if not all(m.all() for m in inside):
+        mask = np.ones([1] * len(labels), bool)
+        for name, m in zip("hw", inside):
+            mask = mask & m.reshape([m.shape[0] if label == name else m.shape[1] if label == "k" + name else 1
+                                     for label in labels])
+        floor = ctx.initializer(np.asarray(lowest(f.dtype), through.to_numpy()), f"{op.name}/lowest")
+        summed = ctx.helper1(op, "inside_taps", "Where", [ctx.initializer(mask, f"{op.name}/inside"), summed, floor])
+    axes = [labels.index("kh"), labels.index("kw")]
+    if through == dtype:
+        return opset.reduce(ctx, op, "ReduceMax", summed, axes, False)
+    largest = opset.reduce(ctx, op, "ReduceMax", summed, axes, False, suffix="largest")
+    return ctx.emit1(op, "Cast", [largest], to=onnx_type(dtype))
 
 
 def _sliced(ctx: LoweringContext, op: Op, x: str, perm: Perm, hw: Sequence[int], f: np.ndarray,

@@ -15,9 +15,11 @@ from compiler.analysis.window import data_format
 from compiler.backends.onnx import layout, opset
 from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES, einsum_complex
 from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.dtypes import ort_computes
 from compiler.backends.onnx.einsum_matmul import MatMulPlan, Operand, plan_matmul, unless_identity
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.fusion import absorb_bias
+from compiler.backends.onnx.ops_elementwise import emit_typed, type_name
 from compiler.backends.onnx.registry import AGNOSTIC, CHANNELS_FIRST, lowers
 from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
@@ -35,12 +37,13 @@ def _bias_add(ctx: LoweringContext, op: Op) -> None:
     if rank is None:
         if found.perm is not None:
             raise UnsupportedOpError(op.type, op.name, "the input rank is unknown")
-        ctx.bind(op.results[0], ctx.emit1(op, "Add", [found.tensor, ctx.value_in(bias)]))
+        ctx.bind(op.results[0], emit_typed(ctx, op, "Add", [found.tensor, ctx.value_in(bias)], ctx.dtype(x),
+                                           wraps=True))
         return
     channel = 1 if data_format(op.attr("data_format")).name.startswith("NC") else rank - 1
     stored_channel = layout.physical_axis(channel, found.perm, rank)
     b = _channel_vector(ctx, op, stored_channel, rank)
-    ctx.bind(op.results[0], ctx.emit1(op, "Add", [found.tensor, b]), found.perm)
+    ctx.bind(op.results[0], emit_typed(ctx, op, "Add", [found.tensor, b], ctx.dtype(x), wraps=True), found.perm)
 
 
 def _channel_vector(ctx: LoweringContext, op: Op, axis: int, rank: int) -> str:
@@ -57,7 +60,14 @@ def _channel_vector(ctx: LoweringContext, op: Op, axis: int, rank: int) -> str:
 
 @lowers("MatMul")
 def _matmul(ctx: LoweringContext, op: Op) -> None:
-    """Gemm, not MatMul: it transposes operands itself and takes the bias a BiasAdd may fold in."""
+    """Gemm, not MatMul: it transposes operands itself and takes the bias a BiasAdd may fold in.
+    Gemm is float-only in onnxruntime: integers are a MatMul of the operands transposed as asked."""
+    dtype = ctx.dtype(op.results[0])
+    if not ort_computes("Gemm", dtype, ctx.opset):
+        inputs = [_adjoint(ctx, op, i, bool(op.attr(flag, False))) for i, flag in ((0, "transpose_a"),
+                                                                                   (1, "transpose_b"))]
+        ctx.bind(op.results[0], emit_typed(ctx, op, "MatMul", inputs, dtype, wraps=True))
+        return
     a, b = ctx.operand(op, 0), ctx.operand(op, 1)
     attrs = {k: 1 for k, flag in (("transA", "transpose_a"), ("transB", "transpose_b")) if op.attr(flag, False)}
     ctx.bind(op.results[0], ctx.emit1(op, "Gemm", [a, b], **attrs))
@@ -66,7 +76,7 @@ def _matmul(ctx: LoweringContext, op: Op) -> None:
 @lowers("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
 def _batch_matmul(ctx: LoweringContext, op: Op) -> None:
     inputs = [_adjoint(ctx, op, i, bool(op.attr(flag, False))) for i, flag in ((0, "adj_x"), (1, "adj_y"))]
-    ctx.bind(op.results[0], ctx.emit1(op, "MatMul", inputs))
+    ctx.bind(op.results[0], emit_typed(ctx, op, "MatMul", inputs, ctx.dtype(op.operands[0]), wraps=True))
 
 
 def _adjoint(ctx: LoweringContext, op: Op, index: int, flag: bool) -> str:
@@ -98,7 +108,7 @@ def _einsum(ctx: LoweringContext, op: Op) -> None:
         einsum_complex(ctx, op, terms if arrow else terms + [_implicit_output(terms)])
         return
     if dtype not in _EINSUM_TYPES:
-        raise UnsupportedOpError(op.type, op.name, f"Einsum of {dtype}")
+        raise UnsupportedOpError(op.type, op.name, f"Einsum of {type_name(dtype)}")
     summed = _summed_axes(terms) if arrow and len(op.operands) == 2 else None
     plan = None
     if summed is not None:

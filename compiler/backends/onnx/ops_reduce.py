@@ -15,6 +15,7 @@ from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.ops_array import int64_operand, kept_layout
+from compiler.backends.onnx.ops_elementwise import carrier_of, cast_to, type_name
 from compiler.backends.onnx.ops_quantized import is_dequantized
 from compiler.backends.onnx.registry import AGNOSTIC, LAYOUT_ROLES, lowers
 from compiler.ir.dtypes import DType
@@ -88,8 +89,23 @@ def _reduce(ctx: LoweringContext, op: Op) -> None:
     if op.type in _GLOBAL_POOLS and r.rank == 4 and r.stored == [2, 3] and _global_pool_type(ctx, op, x):
         out = _global_pool(ctx, op, x, r.keep)
     else:
-        out = opset.reduce(ctx, op, REDUCTIONS[op.type], x, r.stored, r.keep)
+        dtype = ctx.dtype(op.results[0])
+        through = carrier_of(ctx, op, REDUCTIONS[op.type], dtype, wraps=op.type in ("Sum", "Prod"))
+        if through == dtype:
+            out = opset.reduce(ctx, op, REDUCTIONS[op.type], x, r.stored, r.keep)
+        else:
+            wide = cast_to(ctx, op, x, through, type_name(through))
+            reduced = opset.reduce(ctx, op, REDUCTIONS[op.type], wide, r.stored, r.keep, suffix="reduced")
+            out = ctx.emit1(op, "Cast", [reduced], to=onnx_type(dtype))
     bind_reduced(ctx, op, out, r)
+
+
+def _carried(ctx: LoweringContext, op: Op, onnx_op: str, tensor: str) -> str:
+    """Operand 0 (`tensor`) in the type `onnx_op` computes in for it: itself, or cast to a wider type
+    holding every value (order and ties kept: ArgMax, TopK)."""
+    dtype = ctx.dtype(op.operands[0])
+    through = carrier_of(ctx, op, onnx_op, dtype)
+    return tensor if through == dtype else cast_to(ctx, op, tensor, through, type_name(through))
 
 
 _GLOBAL_POOLS = {"Mean": ("GlobalAveragePool", "global_average"), "Max": ("GlobalMaxPool", "global_max")}
@@ -122,10 +138,11 @@ def _arg_reduce(ctx: LoweringContext, op: Op) -> None:
     found = ctx.lowered(x)
     out_type = op.attr("output_type", DType.INT64)
     stored = layout.physical_axis(axis, found.perm, rank)
+    data = _carried(ctx, op, op.type, found.tensor)
     if out_type == DType.INT64:
-        out = ctx.emit1(op, op.type, [found.tensor], axis=stored, keepdims=0)
+        out = ctx.emit1(op, op.type, [data], axis=stored, keepdims=0)
     else:
-        index = ctx.helper1(op, "index", op.type, [found.tensor], axis=stored, keepdims=0)
+        index = ctx.helper1(op, "index", op.type, [data], axis=stored, keepdims=0)
         out = ctx.narrowed(ctx.emit1(op, "Cast", [index], to=onnx_type(out_type)), index)
     ctx.bind(op.results[0], out, layout.after_removing(found.perm, [axis], rank))
 
@@ -140,7 +157,13 @@ def _top_k(ctx: LoweringContext, op: Op) -> None:
         k = ctx.helper1(op, "k", "Reshape", [k, ctx.ints([1], f"{op.name}/k_shape")])
     rank = ctx.rank(op.operands[0])
     axis = -1 if found.perm is None or rank is None else layout.physical_axis(-1, found.perm, rank)
-    values, indices = ctx.emit(op, "TopK", [found.tensor, k], 2, axis=axis, largest=1, sorted=1)
+    dtype = ctx.dtype(op.results[0])
+    data = _carried(ctx, op, "TopK", found.tensor)
+    if data == found.tensor:
+        values, indices = ctx.emit(op, "TopK", [data, k], 2, axis=axis, largest=1, sorted=1)
+    else:
+        wide, indices = ctx.helper(op, "top", "TopK", [data, k], 2, axis=axis, largest=1, sorted=1)
+        values = ctx.emit1(op, "Cast", [wide], to=onnx_type(dtype))
     index_type = ctx.dtype(op.results[1]) or DType.INT32
     if index_type != DType.INT64:
         indices = ctx.narrowed(ctx.helper1(op, "indices", "Cast", [indices], to=onnx_type(index_type)), indices)
@@ -158,31 +181,45 @@ def _nth_element(ctx: LoweringContext, op: Op) -> None:
     found = kept_layout(ctx, op, ctx.lowered(op.operands[0]))
     axis = layout.physical_axis(-1, found.perm, rank)
     largest = int(bool(op.attr("reverse", False)))
-    values, _ = ctx.helper(op, "top", "TopK", [found.tensor, ctx.ints([n + 1], f"{op.name}/k")], 2, axis=axis,
+    data = _carried(ctx, op, "TopK", found.tensor)
+    values, _ = ctx.helper(op, "top", "TopK", [data, ctx.ints([n + 1], f"{op.name}/k")], 2, axis=axis,
                            largest=largest, sorted=1)
-    out = ctx.emit1(op, "Gather", [values, ctx.scalar(n, DType.INT64, f"{op.name}/n")], axis=axis)
+    n_th = [values, ctx.scalar(n, DType.INT64, f"{op.name}/n")]
+    if data == found.tensor:
+        out = ctx.emit1(op, "Gather", n_th, axis=axis)
+    else:
+        out = ctx.emit1(op, "Cast", [ctx.helper1(op, "nth", "Gather", n_th, axis=axis)],
+                        to=onnx_type(ctx.dtype(op.results[0])))
     ctx.bind(op.results[0], out, layout.after_removing(found.perm, [rank - 1], rank))
 
 
-_CUMSUM_TYPES = (DType.FLOAT, DType.DOUBLE, DType.INT32, DType.INT64, DType.UINT32, DType.UINT64)
 _CUMSUM_TYPES_14 = (DType.HALF, DType.BFLOAT16)
 
 
 @lowers("Cumsum", layout=AGNOSTIC)
 def _cumsum(ctx: LoweringContext, op: Op) -> None:
     """ONNX CumSum has TF's exclusive and reverse flags; a constant axis is remapped to the
-    stored layout, else the input is read in TF order, where ONNX takes TF's axis operand as is."""
+    stored layout, else the input is read in TF order, where ONNX takes TF's axis operand as is.
+    Integers onnxruntime has no kernel for add up in a type that wraps alike (int32 for 8 and 16
+    bits, int64 for unsigned 32 and 64)."""
     dtype = ctx.dtype(op.results[0])
-    if dtype not in _CUMSUM_TYPES + (_CUMSUM_TYPES_14 if ctx.opset >= 14 else ()):
-        raise UnsupportedOpError(op.type, op.name, f"ONNX CumSum (opset {ctx.opset}) does not take {dtype}")
+    if dtype in _CUMSUM_TYPES_14 and ctx.opset < 14:
+        raise UnsupportedOpError(op.type, op.name, f"ONNX CumSum (opset {ctx.opset}) does not take {type_name(dtype)}")
+    through = carrier_of(ctx, op, "CumSum", dtype, wraps=True)
     flags = {"exclusive": int(bool(op.attr("exclusive", False))), "reverse": int(bool(op.attr("reverse", False)))}
     axis, rank = ctx.constant(op.operands[1]), ctx.rank(op.operands[0])
     if axis is None or rank is None:
-        ctx.bind(op.results[0], ctx.emit1(op, "CumSum", [ctx.operand(op, 0), ctx.operand(op, 1)], **flags))
-        return
-    found = kept_layout(ctx, op, ctx.agnostic_operand(op))
-    stored = layout.physical_axis(int(axis.reshape(-1)[0]), found.perm, rank)
-    out = ctx.emit1(op, "CumSum", [found.tensor, ctx.scalar(stored, DType.INT64, f"{op.name}/axis")], **flags)
+        found, axis_input = Lowered(ctx.operand(op, 0)), ctx.operand(op, 1)
+    else:
+        found = kept_layout(ctx, op, ctx.agnostic_operand(op))
+        stored = layout.physical_axis(int(axis.reshape(-1)[0]), found.perm, rank)
+        axis_input = ctx.scalar(stored, DType.INT64, f"{op.name}/axis")
+    if through == dtype:
+        out = ctx.emit1(op, "CumSum", [found.tensor, axis_input], **flags)
+    else:
+        wide = cast_to(ctx, op, found.tensor, through, type_name(through))
+        summed = ctx.helper1(op, "summed", "CumSum", [wide, axis_input], **flags)
+        out = ctx.emit1(op, "Cast", [summed], to=onnx_type(dtype))
     ctx.bind(op.results[0], out, found.perm)
 
 
@@ -214,22 +251,25 @@ def _cumprod(ctx: LoweringContext, op: Op) -> None:
     if 0 in (ctx.shape(op.operands[0]).dims or ()):
         ctx.bind(op.results[0], tensor)  # nothing to multiply; onnxruntime's Scan divides by zero on it
         return
+    work = carrier_of(ctx, op, "Mul", dtype, wraps=True)  # 8- and 16-bit integers before opset 14: in int32
+    if work != dtype:
+        tensor = cast_to(ctx, op, tensor, work, type_name(work))
     others = ctx.ints([a for a in range(rank) if a != axis], f"{op.name}/other_axes")
     slice_shape = ctx.helper1(op, "slice_shape", "Gather", [ctx.helper1(op, "shape", "Shape", [tensor]), others])
-    ones = ctx.helper1(op, "ones", "Expand", [ctx.scalar(1, dtype, "one"), slice_shape])
+    ones = ctx.helper1(op, "ones", "Expand", [ctx.scalar(1, work, "one"), slice_shape])
     dims = ctx.shape(op.operands[0]).dims or (None,) * rank
-    body = _product_step(ctx, op, bool(op.attr("exclusive", False)), dims[:axis] + dims[axis + 1:])
+    body = _product_step(ctx, op, bool(op.attr("exclusive", False)), dims[:axis] + dims[axis + 1:], work)
     backward = int(bool(op.attr("reverse", False)))
     _, out = ctx.helper(op, "scan", "Scan", [ones, tensor], 2, body=body, num_scan_inputs=1, scan_input_axes=[axis],
                       scan_output_axes=[axis], scan_input_directions=[backward], scan_output_directions=[backward])
-    ctx.bind(op.results[0], out)
+    ctx.bind(op.results[0], out if work == dtype else ctx.emit1(op, "Cast", [out], to=onnx_type(dtype)))
 
 
-def _product_step(ctx: LoweringContext, op: Op, exclusive: bool, dims: tuple) -> GraphBuilder:
+def _product_step(ctx: LoweringContext, op: Op, exclusive: bool, dims: tuple, dtype: DType) -> GraphBuilder:
     """Scan body (product so far, next slice of `dims`) -> (new product, the slice's output);
     the inputs declare their shapes, which the checker wants below IR version 8."""
     body = GraphBuilder(ctx.scope)
-    names, elem = ctx.scope.tensors, onnx_type(ctx.dtype(op.results[0]))
+    names, elem = ctx.scope.tensors, onnx_type(dtype)
     base = f"{ctx.prefix}{op.name}/step/"
     so_far, piece = (ValueSpec(names.fresh(base + n), elem, tuple(dims)) for n in ("so_far", "slice"))
     body.add_input(so_far)
