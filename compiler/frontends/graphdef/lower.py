@@ -34,13 +34,14 @@ def lower_graphdef(graph_def: graph_pb2.GraphDef, where: str = "<graph>", encode
     _lower_graph_fields(graph_def, graph)
     nodes = list(graph_def.node)
     parsed_inputs = [_parse_inputs(node, where) for node in nodes]
-    max_port: dict[str, tuple[int, str]] = {}
-    for node, inputs in zip(nodes, parsed_inputs):
+    max_port: dict[str, tuple[int, int]] = {}  # name -> (highest port read, index of the node reading it)
+    for index, inputs in enumerate(parsed_inputs):
         for name, port in inputs[0]:
-            if port > max_port.get(name, (-1, ""))[0]:
-                max_port[name] = (port, node.name)
+            seen = max_port.get(name)
+            if seen is None or port > seen[0]:
+                max_port[name] = (port, index)
     by_name: dict[str, Op] = {}
-    ops = [_create_op(by_name, node, max_port.get(node.name, _NOT_READ), where) for node in nodes]
+    ops = [_create_op(by_name, node, max_port, nodes, where) for node in nodes]
     graph._relink(ops)
     for op, (data, control, explicit) in zip(ops, parsed_inputs):
         _wire(by_name, op, data, control, explicit, where)
@@ -102,11 +103,10 @@ def _parse_inputs(node: Any, where: str) -> tuple[list[tuple[str, int]], list[st
 _NO_SLOTS: frozenset[int] = frozenset()
 
 
-_NOT_READ = (-1, "")
-
-
-def _create_op(by_name: dict[str, Op], node: Any, max_read: tuple[int, str], where: str) -> Op:
-    """The op for `node`, entered in `by_name`; linking it into the graph is left to the caller."""
+def _create_op(by_name: dict[str, Op], node: Any, max_port: dict[str, tuple[int, int]], nodes: list[Any],
+               where: str) -> Op:
+    """The op for `node`, entered in `by_name`; linking it into the graph is left to the caller.
+    `max_port` holds the highest port of each node that some node (in `nodes`) reads."""
     name = node.name
     if not name:
         raise InputError(f"{where}: a node of op '{node.op}' has no name")
@@ -120,12 +120,17 @@ def _create_op(by_name: dict[str, Op], node: Any, max_read: tuple[int, str], whe
         types = lowered_result_types(op_type, attrs, sources)
     except (ValueError, TypeError) as err:
         raise InputError(f"{where}: node '{name}' ({op_type}): {err}") from None
-    max_port, reader = max_read
-    if max_port >= len(types):
-        _check_port(node, len(types), max_port, reader, where)
-        types.extend([(None, UNKNOWN_SHAPE)] * (max_port + 1 - len(types)))
+    read = max_port.get(name)
+    if read is not None and read[0] >= len(types):
+        port = read[0]
+        _check_port(node, len(types), port, nodes[read[1]].name, where)
+        types.extend([(None, UNKNOWN_SHAPE)] * (port + 1 - len(types)))
     op = Op(op_type, name, attrs, node.device)
-    op.results = [Value(op, i, dt, sh) for i, (dt, sh) in enumerate(types)]
+    if len(types) == 1:  # most ops: no comprehension set up for one value
+        dtype, shape = types[0]
+        op.results = [Value(op, 0, dtype, shape)]
+    else:
+        op.results = [Value(op, i, dt, sh) for i, (dt, sh) in enumerate(types)]
     op.extras = _node_extras(node)
     by_name[name] = op
     return op
