@@ -29,10 +29,12 @@ def redirect_uses(old: Value, new: Value, explicit_port0: Optional[bool] = None)
 
 def set_explicit_port0(op: Op, slot: int, explicit: bool) -> None:
     """Spell operand `slot` as `name:0` (True) or `name` (False) when it reads port 0."""
+    slots = op.explicit_port0
     if explicit:
-        op.explicit_port0 = op.explicit_port0 | {slot}
-    else:
-        op.explicit_port0 = op.explicit_port0 - {slot}
+        if slot not in slots:
+            op.explicit_port0 = slots | {slot}
+    elif slot in slots:  # usually not: no new set made to remove nothing
+        op.explicit_port0 = slots - {slot}
 
 
 def substitute_control_dep(user: Op, old: Op, new: Op) -> None:

@@ -196,6 +196,8 @@ class Op:
         """Make every op that control-depends on this one depend on `new` instead, at the same place
         in its list; returns how many ops changed.  Linear in the users: this op's list is cleared
         once, not entry by entry."""
+        if not self.control_users:  # most ops: nothing to move
+            return 0
         StructureClock.ticks += 1
         users = list(dict.fromkeys(self.control_users))
         for user in users:

@@ -48,7 +48,11 @@ class RemoveNodes(Pass):
         removed: dict[str, int] = {}
         for op_type in op_types:
             for num_inputs in range(1, max_inputs + 1):
-                while (count := remove_round(graph, op_type, num_inputs, guard)) > 0:
+                kept: list[Match] = []
+                while not (kept and repeats_kept_matches(graph, op_type, num_inputs, kept)):
+                    count, kept = remove_round(graph, op_type, num_inputs, guard)
+                    if not count:
+                        break
                     removed[op_type] = removed.get(op_type, 0) + count
         dropped_header = discard_graphdef_header(graph)
         total = sum(removed.values())
@@ -140,13 +144,14 @@ def colocation_targets(graph: Graph) -> set[str]:
     return targets
 
 
-def remove_round(graph: Graph, op_type: str, num_inputs: int, guard: RemovalGuard) -> int:
-    """One GTT round: match in execution order, reorder, bypass; returns how many ops went."""
+def remove_round(graph: Graph, op_type: str, num_inputs: int, guard: RemovalGuard) -> tuple[int, list[Match]]:
+    """One GTT round: match in execution order, reorder, bypass; returns how many ops went, and the
+    matches the round kept in place (graph inputs and outputs)."""
     if not has_candidates(graph, op_type, num_inputs):
-        return 0  # nothing to match: skip ordering the whole graph
+        return 0, []  # nothing to match: skip ordering the whole graph
     matches = find_matches(graph, op_type, num_inputs, guard)
     if not matches:
-        return 0
+        return 0, []
     order = order_after_round(graph, matches)
     removed = [m.head for m in matches if not m.kept]
     # Control users go first, all at once: a hub waiting on many of the removed ops is rebuilt once.
@@ -154,7 +159,32 @@ def remove_round(graph: Graph, op_type: str, num_inputs: int, guard: RemovalGuar
     for op in removed:
         bypass(graph, op)
     graph.reorder(order)
-    return len(removed)
+    return len(removed), [m for m in matches if m.kept]
+
+
+def repeats_kept_matches(graph: Graph, op_type: str, num_inputs: int, kept: list[Match]) -> bool:
+    """Whether the next round would match just `kept`, the graph inputs/outputs the last round matched
+    and left in place, and so remove nothing and keep the order: then it need not order the graph.
+
+    That holds when the ops of the type are exactly those heads, with the inputs they had, no op
+    in two of these matches: each is then matched whatever the order visits first, and the
+    guard is asked nothing new.  The execution order places every op it placed before (a
+    bypass ends no dependency), so none is left out; and the last round's reorder wrote each
+    head followed by its inputs, where this round would write them again."""
+    heads = {m.head for m in kept}
+    for op in graph:
+        if op.type == op_type and len(op.operands) == num_inputs and op not in heads:
+            return False
+    claimed: set[Op] = set()
+    for match in kept:
+        inputs = [value.op for value in match.head.operands]
+        if inputs != match.inputs:
+            return False
+        for op in (match.head, *inputs):
+            if op in claimed:
+                return False
+            claimed.add(op)
+    return True
 
 
 def has_candidates(graph: Graph, op_type: str, num_inputs: int) -> bool:

@@ -104,3 +104,77 @@ def test_weights_scaled_from_the_input_bytes_equal_the_decoded_ones():
         assert [op.type for op in folded] == ["Placeholder", "Const", "Conv2D", "Const", "BiasAdd"]
         outputs.append(emit_graphdef_bytes(folded))
     assert outputs[0] == outputs[1]
+
+
+# remove_nodes skips a round that would match only the graph outputs the last round kept in place.
+_REMOVE_CASES = {
+    # the Keras shape: every Identity goes in the first round but the output's
+    "output Identity": ("%x = Placeholder() {dtype = f32}\n%a = Identity(%x) {T = f32}\n%r = Relu(%a) {T = f32}\n"
+                        "%b = Identity(%x) {T = f32}\n%s = Sub(%r, %b) {T = f32}\n%out = Identity(%s) {T = f32}",
+                        ["out"]),
+    # a chain: the output's input goes first, so the second round matches it with a new input
+    "chain into the output": ("%x = Placeholder() {dtype = f32}\n%a = Identity(%x) {T = f32}\n"
+                              "%out = Identity(%a) {T = f32}", ["out"]),
+    # the output stays; an Identity chain beside it needs a second round
+    "chain beside an output": ("%x = Placeholder() {dtype = f32}\n%r = Relu(%x) {T = f32}\n"
+                               "%out = Identity(%r) {T = f32}\n%c = Identity(%x) {T = f32}\n"
+                               "%d = Identity(%c) {T = f32}\n%s = Sub(%d, %r) {T = f32}", ["out", "s"]),
+    # an output and an Identity reading one op: the output claims it in every round
+    "outputs sharing an input": ("%x = Placeholder() {dtype = f32}\n%a = Identity(%x) {T = f32}\n"
+                                 "%r = Relu(%a) {T = f32}\n%i = Identity(%r) {T = f32}\n"
+                                 "%o1 = Identity(%r) {T = f32}\n%s = Sub(%i, %x) {T = f32}", ["o1", "s"]),
+    # an output reading another output
+    "output of an output": ("%x = Placeholder() {dtype = f32}\n%a = Identity(%x) {T = f32}\n"
+                            "%r = Relu(%a) {T = f32}\n%o1 = Identity(%r) {T = f32}\n%o2 = Identity(%o1) {T = f32}",
+                            ["o1", "o2"]),
+    # an Identity kept for its control input stays a candidate
+    "protected carrier": ("%x = Placeholder() {dtype = f32}\n%n[0] = NoOp()\n%a = Identity(%x, ^%n) {T = f32}\n"
+                          "%b = Identity(%x) {T = f32}\n%r = AddV2(%a, %b) {T = f32}\n%out = Identity(%r) {T = f32}",
+                          ["out"]),
+}
+
+
+def _remove_identities(text: str, outputs: list[str]) -> tuple[bytes, list[str], int]:
+    """remove_nodes(op=Identity) on an IR graph: the output, the notes and how many rounds matched."""
+    from compiler.ir.parser import parse_graph
+    from compiler.passes import remove_nodes
+
+    rounds = []
+    original = remove_nodes.find_matches
+
+    def counted(*args):
+        rounds.append(1)
+        return original(*args)
+
+    remove_nodes.find_matches = counted
+    try:
+        typed = "\n".join(line if "NoOp" in line else line + " : f32[2]" for line in text.splitlines())
+        report = run_pipeline(parse_graph("graph {\n" + typed + "\n}"), "remove_nodes(op=Identity)", ["x"], outputs)
+    finally:
+        remove_nodes.find_matches = original
+    notes = [note for record in report.records for note in record.notes]
+    return emit_graphdef_bytes(report.graph), notes, len(rounds)
+
+
+@pytest.mark.parametrize("text, outputs", list(_REMOVE_CASES.values()), ids=list(_REMOVE_CASES))
+def test_remove_nodes_skips_only_rounds_that_change_nothing(text, outputs, monkeypatch):
+    from compiler.passes import remove_nodes
+
+    fast = _remove_identities(text, outputs)
+    monkeypatch.setattr(remove_nodes, "repeats_kept_matches", lambda *args: False)
+    slow = _remove_identities(text, outputs)
+    assert fast[:2] == slow[:2]
+    saved = {"output Identity": 1, "chain beside an output": 1}  # the others' last rounds do not qualify
+    name = next(key for key, case in _REMOVE_CASES.items() if case[0] == text)
+    assert fast[2] == slow[2] - saved.get(name, 0)
+
+
+def test_a_round_after_one_that_kept_an_output_can_still_remove(monkeypatch):
+    """The first round keeps the output and removes the head of a chain whose next Identity only the
+    second round can match: skipping that round would leave it in (as the always-skip variant shows)."""
+    from compiler.passes import remove_nodes
+
+    text, outputs = _REMOVE_CASES["chain beside an output"]
+    right = _remove_identities(text, outputs)
+    monkeypatch.setattr(remove_nodes, "repeats_kept_matches", lambda *args: True)
+    assert _remove_identities(text, outputs)[0] != right[0]
