@@ -118,8 +118,18 @@ def infer_result_types(op_type: str, attrs: Mapping[str, Any]) -> list[tuple[Opt
     dtypes: list[Optional[DType]]
     if plan is None:
         dtypes = [None]
-    elif plan.one_each:  # nearly every op: one dtype per arg, without a list per arg to join
-        dtypes = [_arg_dtype(arg, attrs, plan.defaults) for arg in plan.args]
+    elif plan.one_each:  # nearly every op: one dtype per arg, `_arg_dtype` inline (passes create many ops)
+        get, defaults = attrs.get, plan.defaults
+        dtypes = []
+        for arg in plan.args:
+            dtype = arg.type
+            if dtype is None:
+                dtype = get(arg.type_attr, _MISSING)
+                if dtype is _MISSING:
+                    dtype = defaults.get(arg.type_attr)
+                if not isinstance(dtype, DType):
+                    dtype = None
+            dtypes.append(dtype)
     else:
         dtypes = []
         for arg in plan.args:

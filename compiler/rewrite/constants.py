@@ -16,12 +16,12 @@ from compiler.runtime.op_eval import FORWARDING_OPS
 def const_op(value: Value, through_identity: bool = True) -> Optional[Op]:
     """The Const op whose value `value` is, or None (control deps on the chain disqualify it)."""
     op = value.op
-    while through_identity and op.type in FORWARDING_OPS and value.index == 0 and not op.control_deps:
+    while through_identity and op.type in FORWARDING_OPS and value.index == 0 and not op.control_deps_view:
         if len(op.operands) != 1:
             return None
         value = op.operands[0]
         op = value.op
-    if op.type != "Const" or value.index != 0 or op.control_deps:
+    if op.type != "Const" or value.index != 0 or op.control_deps_view:
         return None
     return op
 

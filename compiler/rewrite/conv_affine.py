@@ -197,10 +197,11 @@ def follow_chain(conv: Op, channels: Optional[int], layout: Layout, allow_bn: bo
     """The longest run of single-use affine steps after `conv` whose intermediate values are not graph outputs."""
     steps: list[Step] = []
     value = chain_start(conv, layout, protected)
+    conv_type = conv.attr("T")
     while len(value.uses) == 1 and value.op.name not in protected:
         user = value.uses[0][0]
         step = affine_step(user, value, channels, layout, allow_bn)
-        if step is None or user.attr("T", conv.attr("T")) != conv.attr("T"):
+        if step is None or user.attr("T", conv_type) != conv_type:
             break
         steps.append(step)
         value = user.results[0]
@@ -212,7 +213,7 @@ def chain_start(conv: Op, layout: Layout, protected: set[str]) -> Value:
     dilated conv (SpaceToBatchND -> conv -> BatchToSpaceND), which moves pixels between batch and
     space and leaves every channel's values to that channel, so a per-channel map commutes with it."""
     value = conv.results[0]
-    if len(value.uses) == 1 and conv.name not in protected and layout == Layout(-1, 4):
+    if len(value.uses) == 1 and conv.name not in protected and layout.channel_axis == -1 and layout.rank == 4:
         user, slot = value.uses[0]
         if user.type == "BatchToSpaceND" and slot == 0 and user.attr("T") == conv.attr("T"):
             return user.results[0]
@@ -259,7 +260,7 @@ def fold_chain(graph: Graph, site: ConvSite, steps: list[Step], protected: set[s
     chain_ops = [s.op for s in steps]
     start = chain_start(site.conv, site.layout, protected)
     operand_ops = [v.op for op in chain_ops for v in op.operands if v.op not in chain_ops and v.op is not start.op]
-    shifted = bool(np.any(shift != 0))
+    shifted = bool(shift.any())  # a NaN counts, -0.0 does not: as `shift != 0`
     if start.op is not site.conv:  # through a BatchToSpaceND: the bias goes before it, as GTT puts it
         if shifted:
             bias = _bias_add(graph, site, shift, start.op, f"{site.conv.name}/biasadd")
