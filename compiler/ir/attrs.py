@@ -134,6 +134,10 @@ class AttrMap(MutableMapping[str, Any]):
         sources = self._sources
         return sources if self._values.keys() <= sources.keys() else None
 
+    def cached(self, name: str) -> Any:
+        """The value of `name` if it was decoded (or assigned) already, else None: decodes nothing."""
+        return self._values.get(name)
+
     def source(self, name: str) -> Any:
         """The untouched original encoding of `name`, or None once reassigned."""
         return self._sources.get(name)

@@ -322,18 +322,25 @@ class _OpCheck:
             self.tensor_attr(name, source)
 
     def tensor_attr(self, attr: str, source: Any) -> None:
-        """`tensor_proto` on a tensor AttrValue, measuring a large tensor from its encoding."""
+        """`tensor_proto` on a tensor AttrValue, measuring a large tensor from its encoding.  A Const's
+        value was decoded at load (for its result's shape): its dtype and dims are read from that."""
         known = self.encodings.get(id(source))
-        self.tensor_proto(attr, source.tensor, None if known is None else known.content_size)
+        proto = source.tensor
+        decoded = self.op.attrs.cached(attr)
+        if not (isinstance(decoded, Tensor) and decoded.source is proto):
+            decoded = None
+        self.tensor_proto(attr, proto, None if known is None else known.content_size, decoded)
 
-    def tensor_proto(self, attr: str, proto: Any, content_size: Optional[int] = None) -> None:
-        problem = tensor_encoding_problem(proto, content_size)
+    def tensor_proto(self, attr: str, proto: Any, content_size: Optional[int] = None,
+                     decoded: Optional[Tensor] = None) -> None:
+        problem = tensor_encoding_problem(proto, content_size, decoded)
         if problem:
             self.fail(f"attribute '{attr}': {problem}")
         if self.op.type == "Const" and attr == "value":
             declared = self.declared_type("dtype")
-            if declared is not None and int(declared) != proto.dtype:
-                self.fail(f"value is {DType(proto.dtype).tf_name} but attribute 'dtype' says {declared.tf_name}")
+            number = proto.dtype if decoded is None else int(decoded.dtype)
+            if declared is not None and int(declared) != number:
+                self.fail(f"value is {DType(number).tf_name} but attribute 'dtype' says {declared.tf_name}")
 
     def declared_type(self, name: str) -> Optional[DType]:
         """The type attribute `name` holds, None for anything else; read from its encoding while
@@ -360,13 +367,18 @@ _ITEMSIZE = {dtype: dtype.to_numpy().itemsize for dtype in DType
              if dtype not in (DType.INVALID, DType.STRING, *_OPAQUE, *_SUB_BYTE)}
 
 
-def tensor_encoding_problem(proto: Any, content_size: Optional[int] = None) -> str:
+def tensor_encoding_problem(proto: Any, content_size: Optional[int] = None, decoded: Optional[Tensor] = None) -> str:
     """Why a TensorProto cannot be the tensor its dtype and shape say, or "" when it can;
-    `content_size` is len(proto.tensor_content) when the caller knows it (reading it copies)."""
-    dtype = DTYPE_BY_NUMBER.get(proto.dtype, DType.INVALID)
+    `content_size` is len(proto.tensor_content) when the caller knows it (reading it copies), and
+    `decoded` the Tensor `decode_tensor` made of `proto`, if any: it holds the dtype and dims read
+    from it, and its decoding refused an unknown dtype number and negative dims."""
+    if decoded is not None:
+        dtype, dims = decoded.dtype, list(decoded.shape)
+    else:
+        dtype = DTYPE_BY_NUMBER.get(proto.dtype, DType.INVALID)
+        dims = list(tensor_dims(proto))
     if dtype == DType.INVALID:
         return f"tensor has dtype enum {proto.dtype}, which is not a TensorFlow data type"
-    dims = list(tensor_dims(proto))
     if dims and min(dims) < 0:
         return f"tensor has a negative dimension in shape {dims}"
     if dtype in _OPAQUE:

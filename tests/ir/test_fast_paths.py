@@ -178,3 +178,22 @@ def test_a_round_after_one_that_kept_an_output_can_still_remove(monkeypatch):
     right = _remove_identities(text, outputs)
     monkeypatch.setattr(remove_nodes, "repeats_kept_matches", lambda *args: True)
     assert _remove_identities(text, outputs)[0] != right[0]
+
+
+@pytest.mark.parametrize("text", [
+    "dtype: DT_FLOAT tensor_shape { dim { size: 2 } } tensor_content: '\\000\\000\\200?\\000\\000\\000@'",
+    "dtype: DT_FLOAT tensor_shape { dim { size: 2 } } tensor_content: '\\000\\000\\200?'",
+    "dtype: DT_FLOAT tensor_shape { dim { size: 1 } } float_val: [1, 2]",
+    "dtype: DT_INT32 tensor_shape { dim { size: 3 } dim { size: 0 } } int_val: 1",
+    "dtype: DT_INVALID tensor_shape { dim { size: 1 } }",
+    "dtype: DT_RESOURCE",
+    "dtype: DT_STRING tensor_shape { dim { size: 1 } } string_val: ['a', 'b']",
+])
+def test_a_decoded_constant_is_checked_as_its_encoding(text):
+    """The signature check reads a Const's dtype and dims from the Tensor decoded at load."""
+    from compiler.ir.signatures import tensor_encoding_problem
+    from compiler.proto import tensor_pb2
+    from compiler.proto.codec import decode_tensor
+
+    proto = text_format.Parse(text, tensor_pb2.TensorProto())
+    assert tensor_encoding_problem(proto, None, decode_tensor(proto)) == tensor_encoding_problem(proto)
