@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -172,15 +173,33 @@ def tensor_attr_chunks(tensor: Tensor) -> Optional[list[Any]]:
     """
     if tensor.source is not None or tensor.dtype == DType.STRING:
         return None
-    # TensorProto: dtype (1), tensor_shape (2: TensorShapeProto.dim (2): Dim.size (1)), tensor_content (4)
-    head = field_varint(1, int(tensor.dtype)) if int(tensor.dtype) else b""
-    if tensor.shape:
-        head += field_bytes(2, b"".join(field_bytes(2, field_varint(1, d) if d else b"") for d in tensor.shape))
-    arr = tensor.numpy()
-    content = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).reshape(-1).view(np.uint8)
-    if content.size:
-        head += length_prefix(4, content.size)
-    return [length_prefix(8, len(head) + content.size) + head, memoryview(content)]  # AttrValue.tensor (8)
+    content = _little_endian_bytes(tensor.numpy())
+    return [_tensor_attr_head(int(tensor.dtype), tensor.shape, content.nbytes), content]
+
+
+@functools.lru_cache(maxsize=1024)
+def _tensor_attr_head(dtype: int, shape: tuple[int, ...], size: int) -> bytes:
+    """What precedes `size` bytes of elements in an AttrValue holding a tensor: its tag and length,
+    then TensorProto's dtype (1), tensor_shape (2: TensorShapeProto.dim (2): Dim.size (1)) and
+    tensor_content's (4) tag and length.  Folded constants repeat a few types and shapes."""
+    head = field_varint(1, dtype) if dtype else b""
+    if shape:
+        head += field_bytes(2, b"".join(field_bytes(2, field_varint(1, d) if d else b"") for d in shape))
+    if size:
+        head += length_prefix(4, size)
+    return length_prefix(8, len(head) + size) + head  # AttrValue.tensor (8)
+
+
+def _little_endian_bytes(arr: np.ndarray) -> memoryview:
+    """The elements as little-endian bytes in C order: a view of `arr` itself where it already is
+    that (numpy's conversions cost microseconds per small tensor), else of a converted copy."""
+    if arr.size and arr.flags.c_contiguous and (arr.dtype.byteorder in "<|" or
+                                                (arr.dtype.byteorder == "=" and sys.byteorder == "little")):
+        try:
+            return memoryview(arr).cast("B")
+        except (TypeError, ValueError):  # a format memoryview cannot cast (complex, bfloat16...)
+            pass
+    return memoryview(np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).reshape(-1).view(np.uint8))
 
 
 def _as_bytes(x: Any) -> bytes:
@@ -319,4 +338,13 @@ def _append_list_item(lst: Any, item: Any) -> None:
 
 def attr_bytes(value: Any) -> bytes:
     """Serialized AttrValue for an IR value."""
+    kind = type(value)
+    if kind is DType or kind is str:  # what passes assign most (T, dtype, data_format): a few values
+        return _repeated_attr_bytes(kind, value)
+    return encode_attr(value).SerializeToString(deterministic=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _repeated_attr_bytes(kind: type, value: Any) -> bytes:
+    """`attr_bytes` of a type or a string, kept by kind and value."""
     return encode_attr(value).SerializeToString(deterministic=True)

@@ -197,3 +197,17 @@ def test_a_decoded_constant_is_checked_as_its_encoding(text):
 
     proto = text_format.Parse(text, tensor_pb2.TensorProto())
     assert tensor_encoding_problem(proto, None, decode_tensor(proto)) == tensor_encoding_problem(proto)
+
+
+def test_a_computed_tensor_in_any_memory_order_is_written_as_protobuf_writes_it():
+    """Emit writes a contiguous little-endian array from a view of it; anything else is converted."""
+    from compiler.ir.dtypes import DType
+    from compiler.ir.tensor import Tensor
+    from compiler.proto.codec import attr_bytes, encode_attr, tensor_attr_chunks
+
+    base = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for array in (np.asfortranarray(base), base.transpose(2, 0, 1).copy(order="F"), base[:, ::2]):
+        tensor = Tensor(DType.FLOAT, array.shape, array=array)  # held as is, not copied into C order
+        assert b"".join(tensor_attr_chunks(tensor)) == attr_bytes(tensor)
+    for value in (DType.HALF, DType.HALF, "NCHW", "NCHW", "", True, 1, 1.0, -0.0):  # types and strings are kept
+        assert attr_bytes(value) == encode_attr(value).SerializeToString(deterministic=True), value
