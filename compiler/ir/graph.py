@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Seque
 
 from compiler.ir.attrs import AttrMap
 from compiler.ir.dtypes import DType
+from compiler.ir.op_registry import infer_result_types
 from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
 
 
@@ -354,12 +355,17 @@ class Graph:
         attr_map = attrs if isinstance(attrs, AttrMap) else AttrMap(attrs or {})
         op = Op(type, name, attr_map, device)
         if result_types is None:
-            from compiler.ir.op_registry import infer_result_types
-
             result_types = infer_result_types(type, attr_map)
-        op.results = [Value(op, i, dt, sh) for i, (dt, sh) in enumerate(result_types)]
-        for value in operands:
-            op.append_operand(value)
+        if len(result_types) == 1:  # most ops: no comprehension set up for one value
+            dtype, shape = result_types[0]
+            op.results = [Value(op, 0, dtype, shape)]
+        else:
+            op.results = [Value(op, i, dt, sh) for i, (dt, sh) in enumerate(result_types)]
+        if operands:
+            StructureClock.ticks += 1
+            op._operands = tuple(operands)
+            for i, value in enumerate(op._operands):
+                value.uses.append((op, i))
         for dep in control_deps:
             op.add_control_dep(dep)
         self._link(op, before=before, after=after)

@@ -168,14 +168,14 @@ class _Folder:
 
     def _evaluate(self, target: Value) -> Optional[np.ndarray]:
         """The value of `target`, computing what it needs first; None if something failed."""
-        done, failed = self.done, self.failed
+        done = self.done  # failed ops are done too: `_compute` marks every op it is given
         stack = [target.op]
         while stack:
             op = stack[-1]
-            if op in done or op in failed:
+            if op in done:
                 stack.pop()
                 continue
-            missing = [v.op for v in op.operands if v.op not in done and v.op not in failed]
+            missing = [v.op for v in op.operands if v.op not in done]
             if missing:
                 stack.extend(missing)
                 continue

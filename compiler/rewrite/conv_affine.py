@@ -288,7 +288,7 @@ def _bias_add(graph: Graph, site: ConvSite, shift: np.ndarray, before: Op, name:
     dtype = site.conv.attr("T")
     bias = graph.create_op(
         "Const", graph.unique_name(site.conv.name + "_bn_offset"),
-        attrs={"dtype": dtype, "value": Tensor.from_numpy(shift.astype(dtype.to_numpy()), dtype)},
+        attrs={"dtype": dtype, "value": Tensor.from_numpy(shift.astype(dtype.to_numpy()), dtype, owned=True)},
         device=site.conv.device, before=before)
     attrs = {"T": dtype}
     if "data_format" in site.conv.attrs:

@@ -82,7 +82,7 @@ def erase_dead(graph: Graph, candidates: Iterable[Op], protected: set[str],
             continue
         if removable is not None and not removable(op):
             continue
-        producers = [v.op for v in op.operands] + list(op.control_deps)
+        producers = [v.op for v in op.operands] + op.control_deps_view  # a new list: erasing leaves it be
         graph.erase_op(op)
         erased += 1
         stack.extend(producers)
