@@ -21,7 +21,12 @@ _ONNX_TYPES: dict[DType, int] = {
     DType.COMPLEX64: TensorProto.COMPLEX64, DType.COMPLEX128: TensorProto.COMPLEX128,
     DType.QINT8: TensorProto.INT8, DType.QUINT8: TensorProto.UINT8, DType.QINT32: TensorProto.INT32,
     DType.QINT16: TensorProto.INT16, DType.QUINT16: TensorProto.UINT16,
+    DType.FLOAT8_E4M3FN: TensorProto.FLOAT8E4M3FN, DType.FLOAT8_E5M2: TensorProto.FLOAT8E5M2,
+    DType.FLOAT8_E4M3FNUZ: TensorProto.FLOAT8E4M3FNUZ, DType.FLOAT8_E5M2FNUZ: TensorProto.FLOAT8E5M2FNUZ,
 }
+# The eight-bit float types ONNX has, from this opset on (Cast's `saturate` attribute came with them).
+FLOAT8_TYPES = frozenset({DType.FLOAT8_E4M3FN, DType.FLOAT8_E5M2, DType.FLOAT8_E4M3FNUZ, DType.FLOAT8_E5M2FNUZ})
+FLOAT8_OPSET = 19
 
 
 def onnx_type(dtype: Optional[DType]) -> int:

@@ -49,7 +49,7 @@ def finalize(model: onnx.ModelProto, check: bool = True, propagate_data: bool = 
 def _inferred(model: onnx.ModelProto, propagate_data: bool) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=propagate_data)
-    except onnx.shape_inference.InferenceError as err:
+    except (onnx.shape_inference.InferenceError, ValueError) as err:  # ValueError: an undefined element type
         raise OnnxExportError(f"exported model fails ONNX shape inference: {err}") from None
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 import numpy as np
+from onnx import TensorProto
 
 from compiler.backends.onnx import layout
 from compiler.backends.onnx.bands import TRILU_OPSET, TRILU_TYPES, band_of, emit_band
 from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES, cast_complex
 from compiler.backends.onnx.context import Lowered, LoweringContext
-from compiler.backends.onnx.dtypes import carrier, onnx_type, ort_computes
+from compiler.backends.onnx.dtypes import FLOAT8_OPSET, FLOAT8_TYPES, carrier, onnx_type, ort_computes
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.fusion import absorb_bias
 from compiler.backends.onnx.layout import Perm
@@ -497,11 +498,24 @@ def _cast(ctx: LoweringContext, op: Op) -> None:
         cast_complex(ctx, op)
         return
     found = ctx.agnostic_operand(op)
-    target = onnx_type(op.attr("DstT"))
-    if ctx.dtype(op.operands[0]) == op.attr("DstT"):
+    destination = op.attr("DstT")
+    if ctx.dtype(op.operands[0]) == destination:
         ctx.bind(op.results[0], found.tensor, found.perm)
         return
-    ctx.bind(op.results[0], ctx.emit1(op, "Cast", [found.tensor], to=target), found.perm)
+    _check_castable(ctx, op, (ctx.dtype(op.operands[0]), destination))
+    # TF does not saturate: a value past an eight-bit float's range becomes NaN (or inf), as ONNX's saturate=0
+    saturate = {"saturate": 0} if destination in FLOAT8_TYPES else {}
+    ctx.bind(op.results[0], ctx.emit1(op, "Cast", [found.tensor], to=onnx_type(destination), **saturate), found.perm)
+
+
+def _check_castable(ctx: LoweringContext, op: Op, dtypes: Sequence[Optional[DType]]) -> None:
+    """Refuse a cast between types ONNX lacks, or has only from a later opset (the eight-bit floats)."""
+    for dtype in dtypes:
+        if dtype is not None and onnx_type(dtype) == TensorProto.UNDEFINED:
+            raise UnsupportedOpError(op.type, op.name, f"ONNX has no {type_name(dtype)} type")
+        if dtype in FLOAT8_TYPES and ctx.opset < FLOAT8_OPSET:
+            raise UnsupportedOpError(op.type, op.name, f"{type_name(dtype)} needs ONNX opset {FLOAT8_OPSET} or later "
+                                                       f"(this export is at {ctx.opset}; use --opset {FLOAT8_OPSET})")
 
 
 # Numerical Recipes' erfc fit, t = 1 / (1 + |x| / 2): erfc(|x|) = t * exp(-x^2 + sum c_i t^i),
