@@ -41,7 +41,7 @@ import onnx
 from onnx import helper
 
 from compiler.backends.onnx.qoperator import (
-    DEQUANTIZE, Context, Dq, QParams, activation_input, check_rewritten, clamped_by, clip_bounds, group_end, node_attr,
+    DEQUANTIZE, Context, Dq, QParams, activation_input, check_rewritten, clamped_by, clip_bounds, group_end,
     quantize_codes, rebuild_graph,
 )
 
@@ -53,6 +53,8 @@ GRID_TOLERANCE = 1e-3
 RECONSTRUCTION_TOLERANCE = 1e-6
 # The float ops whose groups are completed (see the module docstring for why Gemm is not).
 GROUP_OPS = ("Conv",)
+# A Conv weight's output channels: [M, C/group, kernel...].
+CONV_CHANNEL_AXIS = 0
 # Ops onnxruntime propagates a DequantizeLinear forward through (its QDQPropagationTransformer).
 DQ_PROPAGATING = frozenset({"MaxPool", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice"})
 # Clip accepts eight-bit tensors from this default-domain opset on.
@@ -60,7 +62,7 @@ INTEGER_CLIP_OPSET = 12
 
 
 def complete_qdq(model: onnx.ModelProto, check: bool = True) -> tuple[onnx.ModelProto, Counter[str]]:
-    """`model` with its Conv/Gemm QDQ groups completed (see the module docstring), and what changed.
+    """`model` with its Conv QDQ groups completed (see the module docstring), and what changed.
 
     Counts: `int8_weights`, `float_weights_left`, `dropped_activation`, `activation_after_quantize`.
     The model is returned unchanged (the same object) when nothing matches.
@@ -97,12 +99,11 @@ def _complete_group(ctx: Context, index: int, replaced: dict[int, list[onnx.Node
     weight = node.input[1]
     values = ctx.index.constant(weight)
     if values is not None and values.dtype == np.float32 and ctx.index.produced_by(weight, DEQUANTIZE) is None:
-        axis = _channel_axis(node, values.ndim)
-        grid = channel_grid(values, axis)
+        grid = channel_grid(values, CONV_CHANNEL_AXIS)
         if grid is None:
             counts["float_weights_left"] += 1
         else:
-            dq = _weight_dequantize(ctx, weight, axis, *grid)
+            dq = _weight_dequantize(ctx, weight, CONV_CHANNEL_AXIS, *grid)
             rewired = onnx.NodeProto()
             rewired.CopyFrom(node)
             rewired.input[1] = dq.output[0]
@@ -124,13 +125,6 @@ def _dequantized_input(ctx: Context, name: str) -> Optional[Dq]:
         name = node.input[0]
         dq = activation_input(ctx, name)
     return dq
-
-
-def _channel_axis(node: onnx.NodeProto, rank: int) -> int:
-    """The weight axis of the output channels: 0 for Conv ([M, C/g, k...]), Gemm's by transB."""
-    if node.op_type == "Gemm":
-        return 0 if node_attr(node, "transB", 0) else rank - 1
-    return 0
 
 
 def channel_grid(weights: np.ndarray, axis: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
