@@ -42,7 +42,8 @@ def _qat_block(tf_x, rng, channels_in: int, channels_out: int, depthwise: bool):
     else:
         y = tf.nn.conv2d(tf_x, kernel, 1, "SAME")
     width = channels_in if depthwise else channels_out
-    stats = [rng.uniform(lo, hi, width).astype(np.float32) for lo, hi in ((0.5, 1.5), (-0.2, 0.2), (-0.3, 0.3), (0.2, 2.0))]
+    ranges = ((0.5, 1.5), (-0.2, 0.2), (-0.3, 0.3), (0.2, 2.0))  # scale, offset, mean, variance
+    stats = [rng.uniform(lo, hi, width).astype(np.float32) for lo, hi in ranges]
     y, _, _ = tf.compat.v1.nn.fused_batch_norm(y, *stats[:2], mean=stats[2], variance=stats[3], is_training=False)
     return tf.quantization.fake_quant_with_min_max_vars(tf.nn.relu6(y), -5.9, 6.1)
 

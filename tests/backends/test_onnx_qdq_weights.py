@@ -55,7 +55,8 @@ def test_channel_grid_keeps_zero_slices_and_refuses_float_weights():
 
 
 # -- the export ----------------------------------------------------------------------------------
-def _qat_conv(rng, out_range: tuple[float, float], weights: np.ndarray, activation: str = "Relu6") -> tuple[Builder, Value]:
+def _qat_conv(rng, out_range: tuple[float, float], weights: np.ndarray,
+              activation: str = "Relu6") -> tuple[Builder, Value]:
     """Keras QAT's conv block after -O2: FakeQuant(x) -> Conv2D(folded weights) -> BiasAdd ->
     activation -> FakeQuant with the trained output range."""
     b = Builder()
@@ -99,7 +100,8 @@ def test_qat_conv_gets_int8_weights_and_clips_its_codes(tmp_path: Path):
     conv = next(n for n in model.graph.node if n.op_type == "Conv")
     weight_dq = next(n for n in model.graph.node if n.output[0] == conv.input[1])
     assert weight_dq.op_type == "DequantizeLinear"
-    assert [n.op_type for n in model.graph.node][-4:-1] == ["QuantizeLinear", "Clip", "DequantizeLinear"]  # then NCHW -> NHWC
+    ops = [n.op_type for n in model.graph.node]
+    assert ops[-4:] == ["QuantizeLinear", "Clip", "DequantizeLinear", "Transpose"]  # the Transpose: back to NHWC
 
     x = _inputs(1)
     expected = Interpreter(b.graph).run({"x": x}, [out.name])[out.name]
