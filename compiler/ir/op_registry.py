@@ -149,7 +149,10 @@ def lowered_result_types(op_type: str, attrs: Mapping[str, Any],
     type attribute of another kind, takes the long way."""
     names = None if "_output_shapes" in sources else _type_attrs(op_type)
     if names is not None and (op_type == "Const" or op_type not in _SHAPE_STATING):
-        numbers = tuple([_type_number(sources, name) for name in names])
+        if len(names) == 1:  # most ops (T, or a Const's dtype): no list built for one number
+            numbers: tuple = (_type_number(sources, names[0]),)
+        else:
+            numbers = tuple([_type_number(sources, name) for name in names])
         if _MISSING not in numbers:
             types = list(_typed_results(op_type, numbers))
             if op_type == "Const":
