@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .common import attr, checked_shape, scalar_int
+from .common import attr, checked_shape, require_rank, scalar_int
 from .registry import KernelError, kernel
 
 Array = np.ndarray
@@ -73,8 +73,7 @@ def spectrogram_attrs(attrs: Attrs) -> tuple[int, int, bool]:
 def _audio_spectrogram(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     window, stride, squared = spectrogram_attrs(attrs)
     audio = inputs[0]
-    if audio.ndim != 2:
-        raise KernelError(f"input must be 2-dimensional, got shape {list(audio.shape)}")
+    require_rank(audio, 2, "input")
     samples, channels = audio.shape
     frames, bins = frame_count(samples, window, stride), spectrogram_bins(window)
     checked_shape([channels, frames, bins], 4)
@@ -209,13 +208,16 @@ def mfcc_design(attrs: Attrs, bins: int, sample_rate: int) -> MfccDesign:
     return MfccDesign(filterbank, dct_matrix(channels, coefficients))
 
 
+def _check_rate_is_scalar(rate: Array) -> None:
+    if rate.ndim != 0:
+        raise KernelError(f"Input sample_rate should be a scalar tensor, got shape {list(rate.shape)} instead.")
+
+
 @kernel("Mfcc")
 def _mfcc(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     spectrogram, rate = inputs
-    if spectrogram.ndim != 3:
-        raise KernelError(f"spectrogram must be 3-dimensional, got shape {list(spectrogram.shape)}")
-    if rate.ndim != 0:
-        raise KernelError(f"Input sample_rate should be a scalar tensor, got shape {list(rate.shape)} instead.")
+    require_rank(spectrogram, 3, "spectrogram")
+    _check_rate_is_scalar(rate)
     design = mfcc_design(attrs, spectrogram.shape[2], scalar_int(rate, "sample_rate"))
     shape = spectrogram.shape[:2] + (design.dct.shape[0],)
     if design.filterbank.gives_up:
@@ -357,10 +359,8 @@ def _to_int16(audio: Array) -> Array:
 @kernel("EncodeWav")
 def _encode_wav(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     audio, rate = inputs
-    if audio.ndim != 2:
-        raise KernelError(f"audio must be 2-dimensional, got shape {list(audio.shape)}")
-    if rate.ndim != 0:
-        raise KernelError(f"Input sample_rate should be a scalar tensor, got shape {list(rate.shape)} instead.")
+    require_rank(audio, 2, "audio")
+    _check_rate_is_scalar(rate)
     if audio.size >= (1 << 31) - 1:
         raise KernelError("Cannot encode audio with >= max int32 elements")
     sample_rate = scalar_int(rate, "sample_rate") % (1 << 64)  # TF widens the int32 to size_t

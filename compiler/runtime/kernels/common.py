@@ -62,6 +62,12 @@ def checked_shape(dims: Sequence[int], itemsize: int, what: str = "result") -> l
     return dims
 
 
+def require_rank(x: np.ndarray, rank: int, what: str) -> None:
+    """TF's shape check of an operand that must have exactly `rank` dimensions."""
+    if x.ndim != rank:
+        raise KernelError(f"{what} must be {rank}-dimensional, got shape {list(x.shape)}")
+
+
 def scalar_int(x: np.ndarray, what: str = "value") -> int:
     """A scalar (or one-element) integer operand as a Python int."""
     arr = np.asarray(x)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .common import choice, int_list, is_floating
+from .common import choice, int_list, is_floating, require_rank
 from .registry import KernelError, kernel
 
 Array = np.ndarray
@@ -74,10 +74,8 @@ def _taps(window: Window, size: int, taps: int, rate: int, stride: int) -> tuple
 @kernel("Dilation2D")
 def _dilation2d(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     x, f = inputs
-    if x.ndim != 4:
-        raise KernelError(f"input must be 4-dimensional, got shape {list(x.shape)}")
-    if f.ndim != 3:
-        raise KernelError(f"filter must be 3-dimensional, got shape {list(f.shape)}")
+    require_rank(x, 4, "input")
+    require_rank(f, 3, "filter")
     if f.shape[2] != x.shape[3]:
         raise KernelError(f"input and filter must have the same depth: {x.shape[3]} vs {f.shape[2]}")
     strides, rates, padding = dilation_attrs(attrs)
