@@ -7,7 +7,7 @@ already in TF order: no Transpose survives a CNN's classifier head.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from compiler.backends.onnx import layout, opset
 from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
@@ -266,16 +266,32 @@ def _cumprod(ctx: LoweringContext, op: Op) -> None:
 
 
 def _product_step(ctx: LoweringContext, op: Op, exclusive: bool, dims: tuple, dtype: DType) -> GraphBuilder:
-    """Scan body (product so far, next slice of `dims`) -> (new product, the slice's output);
-    the inputs declare their shapes, which the checker wants below IR version 8."""
+    """Scan body (product so far, next slice of `dims`) -> (new product, the slice's output)."""
+    return cumulative_step(ctx, op, dtype, exclusive, dims, lambda node, so_far, piece: node("Mul", so_far, piece))
+
+
+StepNode = Callable[..., str]
+
+
+def cumulative_step(ctx: LoweringContext, op: Op, dtype: DType, exclusive: bool, dims: tuple,
+                    combine: Callable[[StepNode, str, str], str]) -> GraphBuilder:
+    """The Scan body of a cumulative op: (value so far, next slice of `dims`) -> (new value, the
+    slice's output, which is the value before it when `exclusive`).  `combine(node, so_far, piece)`
+    builds the new value with `node(op_type, *inputs) -> output name`.  The inputs declare their
+    shapes, which the checker wants below IR version 8."""
     body = GraphBuilder(ctx.scope)
     names, elem = ctx.scope.tensors, onnx_type(dtype)
     base = f"{ctx.prefix}{op.name}/step/"
     so_far, piece = (ValueSpec(names.fresh(base + n), elem, tuple(dims)) for n in ("so_far", "slice"))
     body.add_input(so_far)
     body.add_input(piece)
-    product = names.fresh(base + "product")
-    body.add_node("Mul", [so_far.name, piece.name], [product], ctx.scope.nodes.fresh(base + "mul"))
-    body.expose(product, ValueSpec(names.fresh(base + "carried"), elem))
-    body.expose(so_far.name if exclusive else product, ValueSpec(names.fresh(base + "out"), elem))
+
+    def node(op_type: str, *inputs: str) -> str:
+        out = names.fresh(base + op_type.lower())
+        body.add_node(op_type, list(inputs), [out], ctx.scope.nodes.fresh(base + op_type.lower()))
+        return out
+
+    value = combine(node, so_far.name, piece.name)
+    body.expose(value, ValueSpec(names.fresh(base + "carried"), elem))
+    body.expose(so_far.name if exclusive else value, ValueSpec(names.fresh(base + "out"), elem))
     return body

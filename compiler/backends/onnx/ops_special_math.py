@@ -37,11 +37,12 @@ from typing import Callable, Optional
 import numpy as np
 from numpy.polynomial import chebyshev, polynomial
 
-from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
+from compiler.backends.onnx.builder import GraphBuilder
 from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.layout import Perm
+from compiler.backends.onnx.ops_reduce import StepNode, cumulative_step
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
@@ -412,27 +413,15 @@ def _minus_infinity(ctx: LoweringContext, op: Op, tensor: str, compute: DType, a
 
 def _logsumexp_step(ctx: LoweringContext, op: Op, compute: DType, exclusive: bool, dims: tuple) -> GraphBuilder:
     """Scan body (sum so far, next slice) -> (new sum, the slice's output)."""
-    body = GraphBuilder(ctx.scope)
-    names, elem = ctx.scope.tensors, onnx_type(compute)
-    base = f"{ctx.prefix}{op.name}/step/"
-    acc, piece = (ValueSpec(names.fresh(base + n), elem, tuple(dims)) for n in ("so_far", "slice"))
-    body.add_input(acc)
-    body.add_input(piece)
-
-    def node(op_type: str, *inputs: str) -> str:
-        out = names.fresh(base + op_type.lower())
-        body.add_node(op_type, list(inputs), [out], ctx.scope.nodes.fresh(base + op_type.lower()))
-        return out
-
     def c(value: float) -> str:
         return ctx.scalar(value, compute, "c")
 
-    low = node("Where", node("Less", piece.name, acc.name), piece.name, acc.name)
-    high = node("Where", node("Less", acc.name, piece.name), piece.name, acc.name)
-    e = node("Exp", node("Sub", low, high))
-    u = node("Add", e, c(1.0))
-    log1p = node("Sub", node("Log", u), node("Div", node("Sub", node("Sub", u, c(1.0)), e), u))
-    total = node("Where", node("Equal", high, c(-math.inf)), high, node("Add", high, log1p))
-    body.expose(total, ValueSpec(names.fresh(base + "carried"), elem))
-    body.expose(acc.name if exclusive else total, ValueSpec(names.fresh(base + "out"), elem))
-    return body
+    def combine(node: StepNode, acc: str, piece: str) -> str:
+        low = node("Where", node("Less", piece, acc), piece, acc)
+        high = node("Where", node("Less", acc, piece), piece, acc)
+        e = node("Exp", node("Sub", low, high))
+        u = node("Add", e, c(1.0))
+        log1p = node("Sub", node("Log", u), node("Div", node("Sub", node("Sub", u, c(1.0)), e), u))
+        return node("Where", node("Equal", high, c(-math.inf)), high, node("Add", high, log1p))
+
+    return cumulative_step(ctx, op, compute, exclusive, dims, combine)
