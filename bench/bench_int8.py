@@ -8,9 +8,11 @@ Per model, on the same seeded calibration feeds:
 - float:      tf2onnx's conversion of the frozen graph (what onnxruntime's quantizer starts from);
 - ort-int8:   `onnxruntime.quantization.quantize_static` on that model: U8S8 QDQ, per tensor, MinMax,
               Softmax excluded (its best settings on this machine);
-- gttc-int8:  `gttc -O2 --target=mobile-int8 --calibration DATA -o m.onnx` (the default: U8S8 QDQ);
+- gttc-int8:  `gttc -O2 --target=mobile-int8 --calibration DATA -o m.onnx` (the default: U8S8, ONNX's
+              QLinearConv/QLinearMatMul where a group has one, QDQ elsewhere: `--onnx-quant=qlinear`);
+- gttc-qdq:   the same model written as pure QDQ (`--onnx-quant=qdq`), which onnxruntime fuses itself;
 - gttc-u8u8:  the same without symmetric_weights, so the weights keep TF's quint8 grid (U8U8);
-- gttc-qop:   gttc-int8 in QOperator form (`--onnx-quant=qoperator`), when that is available.
+- gttc-qop:   gttc-int8 in onnxruntime's QOperator form (`--onnx-quant=qoperator`: QLinearAdd, QGemm...).
 
 Each model runs in onnxruntime with one thread; runs alternate between the
 models and the median is reported, with the ratio to ort-int8.  Accuracy is
@@ -39,7 +41,7 @@ from bench.bench_int8_tf import calibration_file, cosine  # noqa: E402
 from compiler.api import compile as gttc_compile  # noqa: E402
 from compiler.backends.onnx.tf2onnx_compare import convert_with_tf2onnx  # noqa: E402
 from compiler.frontends.graphdef import load_graph_bytes  # noqa: E402
-from compiler.modelio import serialize_onnx  # noqa: E402
+from compiler.modelio import DEFAULT_QUANT_FORMAT, serialize_onnx  # noqa: E402
 from compiler.passes.levels import TARGETS  # noqa: E402
 from compiler.runtime.onnx_runner import OnnxRunner, time_interleaved  # noqa: E402
 from tests.conftest import Model, build_big_fixture  # noqa: E402
@@ -78,7 +80,8 @@ def timed(build: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
-def gttc_int8_onnx(model: Model, calibration: Path, symmetric: bool = True, quant_format: str = "qdq") -> bytes:
+def gttc_int8_onnx(model: Model, calibration: Path, symmetric: bool = True,
+                   quant_format: str = DEFAULT_QUANT_FORMAT) -> bytes:
     """gttc's mobile-int8 ONNX; without `symmetric`, the calibrated pipeline minus symmetric_weights."""
     if symmetric:
         graph_def = gttc_compile(model.data, model.inputs, model.outputs, 2, "mobile-int8",
@@ -108,13 +111,14 @@ def accuracy(runner: OnnxRunner, reference: list[np.ndarray], feeds: list[dict],
 
 
 def bench_model(model: Model, runs: int, calibration: Path, folder: Path) -> list[str]:
-    names = ["float", "ort-int8", "gttc-int8", "gttc-u8u8", "gttc-qop"]
+    names = ["float", "ort-int8", "gttc-int8", "gttc-qdq", "gttc-u8u8", "gttc-qop"]
     paths = {name: folder / f"{model.name}.{name}.onnx" for name in names}
     builders: dict[str, Callable[[], None]] = {
         "float": lambda: paths["float"].write_bytes(
             convert_with_tf2onnx(model.data, model.inputs, model.outputs).SerializeToString()),
         "ort-int8": lambda: ort_static_int8(paths["float"], calibration, paths["ort-int8"]),
         "gttc-int8": lambda: paths["gttc-int8"].write_bytes(gttc_int8_onnx(model, calibration)),
+        "gttc-qdq": lambda: paths["gttc-qdq"].write_bytes(gttc_int8_onnx(model, calibration, quant_format="qdq")),
         "gttc-u8u8": lambda: paths["gttc-u8u8"].write_bytes(gttc_int8_onnx(model, calibration, symmetric=False)),
         "gttc-qop": lambda: paths["gttc-qop"].write_bytes(
             gttc_int8_onnx(model, calibration, quant_format="qoperator")),

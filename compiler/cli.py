@@ -36,7 +36,7 @@ from compiler.ir.graph import Graph
 from compiler.limits import (DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES, LOOP_ENV, TENSOR_ENV,
                             environment_read_once, format_size, parse_count, parse_size, resource_limits,
                             set_limits)
-from compiler.modelio import ONNX_QUANT_FORMATS
+from compiler.modelio import DEFAULT_QUANT_FORMAT, ONNX_QUANT_FORMATS
 from compiler.passes.base import PASS_REGISTRY, Param, Pass
 from compiler.passes.instruments import FloatSnapshotInstrument, PipelineReport
 from compiler.passes.levels import (CALIBRATED_EXTRAS, CALIBRATION_PASS, available_levels, available_targets,
@@ -75,9 +75,12 @@ def add_io_arguments(parser: ArgumentParser) -> None:
                         metavar="OUT", help="output file, repeatable; the suffix picks the format (.pb, .pbtxt, .ir, .onnx)")
     add_node_arguments(parser)
     parser.add_argument("--opset", type=int, default=None, help="ONNX opset for .onnx outputs (default 17)")
-    parser.add_argument("--onnx-quant", choices=ONNX_QUANT_FORMATS, default="qdq",
-                        help="how an eight-bit graph is written to .onnx: qdq (QuantizeLinear/DequantizeLinear around "
-                             "float ops, which onnxruntime fuses; default) or qoperator (QLinearConv, QLinearMatMul...)")
+    parser.add_argument("--onnx-quant", choices=ONNX_QUANT_FORMATS, default=DEFAULT_QUANT_FORMAT,
+                        help="how an eight-bit graph is written to .onnx: qlinear (default: ONNX's QLinearConv, "
+                             "QLinearMatMul and eight-bit pooling/reshapes where a group has one, QuantizeLinear/"
+                             "DequantizeLinear around the float op elsewhere), qdq (QuantizeLinear/DequantizeLinear "
+                             "around every float op, the form TensorRT reads) or qoperator (qlinear plus onnxruntime's "
+                             "com.microsoft QLinearAdd, QGemm...)")
 
 
 def add_verify_arguments(parser: ArgumentParser) -> None:

@@ -107,13 +107,18 @@ def save_model(graph: Graph, path: str | Path, writer: Callable[[str | Path, byt
     return len(data)
 
 
-# How an eight-bit graph is written to ONNX: QuantizeLinear/DequantizeLinear around float ops,
-# which onnxruntime fuses (default), or onnxruntime's QLinear* operators directly.
-ONNX_QUANT_FORMATS = ("qdq", "qoperator")
+# How an eight-bit graph is written to ONNX (compiler/backends/onnx/qoperator.py):
+# - qlinear: ONNX's own integer operators (QLinearConv, QLinearMatMul, eight-bit MaxPool...)
+#   where a group has one, QuantizeLinear/DequantizeLinear around the float op elsewhere;
+# - qdq: QuantizeLinear/DequantizeLinear around every float op, for runtimes that fuse
+#   groups themselves (TensorRT, onnxruntime's own quantization tools);
+# - qoperator: qlinear plus onnxruntime's com.microsoft operators (QLinearAdd, QGemm...).
+ONNX_QUANT_FORMATS = ("qlinear", "qdq", "qoperator")
+DEFAULT_QUANT_FORMAT = "qlinear"
 
 
 def serialize_onnx(graph: Graph, inputs: Sequence[str], outputs: Sequence[str],
-                   opset: Optional[int] = None, quant_format: str = "qdq") -> tuple[bytes, "ExportReport"]:
+                   opset: Optional[int] = None, quant_format: str = DEFAULT_QUANT_FORMAT) -> tuple[bytes, "ExportReport"]:
     """ONNX model bytes (default opset unless given) and the export report; `quant_format`
     is one of ONNX_QUANT_FORMATS."""
     from compiler.backends.onnx import DEFAULT_OPSET, export_with_report

@@ -31,7 +31,7 @@ def test_both_outputs_verified_against_float_and_each_other(tmp_path) -> None:
     assert "vs the eight-bit graph (interpreter), per quantized op" in out
     assert "per op: 10 points, 100% of 3488 elements within 1 LSB" in out
     assert "PASS: every op >= 99.9% of codes within 1 LSB, every output cosine >= 0.9999" in out
-    assert "eight-bit: Conv 4, Gemm 2, Add 1, AveragePool 1, MaxPool 1" in result.stderr
+    assert "eight-bit: QLinearConv 4, Gemm 2, Add 1, AveragePool 1, MaxPool 1" in result.stderr
     assert "left in float: Softmax 1" in result.stderr
 
 

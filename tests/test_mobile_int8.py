@@ -100,14 +100,20 @@ def _optimized_op_types(model_bytes: bytes, folder: Path) -> set[str]:
     return {node.op_type for node in onnx.load(options.optimized_model_filepath).graph.node}
 
 
-def test_onnxruntime_fuses_every_convolution_into_qlinearconv(tmp_path: Path) -> None:
-    _, _, _, int8_onnx = _built("digits_cnn")
+def test_every_convolution_runs_as_qlinearconv(tmp_path: Path) -> None:
+    """The default export writes QLinearConv itself; the QDQ export is fused into it by onnxruntime."""
+    model, _, int8_pb, int8_onnx = _built("digits_cnn")
     exported = onnx.load_model_from_string(int8_onnx)
     onnx.checker.check_model(exported, full_check=True)
-    assert {n.op_type for n in exported.graph.node} >= {"QuantizeLinear", "DequantizeLinear", "Conv"}
-    weights = [i for i in exported.graph.initializer if i.data_type == onnx.TensorProto.INT8]
-    assert weights, "weights should be int8 (U8S8)"
-    optimized = _optimized_op_types(int8_onnx, tmp_path)
+    kinds = {n.op_type for n in exported.graph.node}
+    assert "QLinearConv" in kinds and "Conv" not in kinds and all(n.domain == "" for n in exported.graph.node)
+    qdq, _ = serialize_onnx(load_graph_bytes(int8_pb), model.inputs, model.outputs, quant_format="qdq")
+    assert {n.op_type for n in onnx.load_model_from_string(qdq).graph.node} >= {"QuantizeLinear", "DequantizeLinear",
+                                                                              "Conv"}
+    for variant in (exported, onnx.load_model_from_string(qdq)):
+        weights = [i for i in variant.graph.initializer if i.data_type == onnx.TensorProto.INT8]
+        assert weights, "weights should be int8 (U8S8)"
+    optimized = _optimized_op_types(qdq, tmp_path)
     assert "QLinearConv" in optimized and "Conv" not in optimized and "ConvInteger" not in optimized
 
 
@@ -121,9 +127,11 @@ def test_same_input_same_bytes() -> None:
     assert exports[0] == exports[1]
 
 
-def test_qoperator_export_computes_what_qdq_computes() -> None:
-    model, _, int8_pb, qdq = _built("digits_cnn")
-    qoperator, report = serialize_onnx(load_graph_bytes(int8_pb), model.inputs, model.outputs, quant_format="qoperator")
+def test_every_onnx_format_computes_the_same() -> None:
+    model, _, int8_pb, qlinear = _built("digits_cnn")
+    graph = load_graph_bytes(int8_pb)
+    qoperator, report = serialize_onnx(graph, model.inputs, model.outputs, quant_format="qoperator")
+    qdq, _ = serialize_onnx(graph, model.inputs, model.outputs, quant_format="qdq")
     kinds = {n.op_type for n in onnx.load_model_from_string(qoperator).graph.node}
     assert {"QLinearConv", "QLinearAdd"} <= kinds and "Conv" not in kinds
     assert "left in float: Softmax 1" in report.eight_bit
@@ -131,4 +139,6 @@ def test_qoperator_export_computes_what_qdq_computes() -> None:
     logits = model.outputs[0]
     for i in range(0, 40):
         feed = {model.inputs[0]: x[i:i + 1]}
-        np.testing.assert_array_equal(run_onnx(qoperator, feed, [logits])[logits], run_onnx(qdq, feed, [logits])[logits])
+        expected = run_onnx(qdq, feed, [logits])[logits]
+        for other in (qoperator, qlinear):
+            np.testing.assert_array_equal(run_onnx(other, feed, [logits])[logits], expected)

@@ -4,7 +4,8 @@ A folded QAT weight becomes int8 codes plus a per-channel DequantizeLinear, and 
 the conv and its QuantizeLinear moves behind it as a Clip on the codes.  Both are exact, which
 the tests check by running the graph before and after the rewrite with onnxruntime's graph
 optimizations off; with them on (the default), the group must fuse into QLinearConv and still
-give the interpreter's numbers.
+give the interpreter's numbers.  The tests export `--onnx-quant=qdq`, the form the completion
+writes; the default `qlinear` format then spells the fused group out (last test).
 """
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def _inputs(seed: int) -> np.ndarray:
 def test_qat_conv_gets_int8_weights_and_clips_its_codes(tmp_path: Path):
     rng = np.random.default_rng(7)
     b, out = _qat_conv(rng, (-5.9, 6.1), _hwio(rng))  # a trained range wider than Relu6: the Clip stays
-    result = export_with_report(b.graph, ["x"], [out.name])
+    result = export_with_report(b.graph, ["x"], [out.name], quant_format="qdq")
     stats, model = result.report.stats, result.model
     assert stats["qdq_int8_weights"] == 1 and stats["qdq_activation_after_quantize"] == 1
     conv = next(n for n in model.graph.node if n.op_type == "Conv")
@@ -118,7 +119,7 @@ def test_rewrite_is_exact(activation: str, out_range, moved: str):
     """Completed and plain models agree bit for bit when onnxruntime runs them as written."""
     rng = np.random.default_rng(3)
     b, out = _qat_conv(rng, out_range, _hwio(rng), activation)
-    completed = export_with_report(b.graph, ["x"], [out.name])
+    completed = export_with_report(b.graph, ["x"], [out.name], quant_format="qdq")
     plain = _without_completion(b, out)
     assert completed.report.stats["qdq_int8_weights"] == 1
     moves = {key: n for key, n in completed.report.stats.items() if key.endswith("activation")
@@ -137,7 +138,7 @@ def _without_completion(b: Builder, out: Value) -> onnx.ModelProto:
     original = exporter.complete_qdq
     exporter.complete_qdq = lambda model, check=True: (model, {})
     try:
-        return export_with_report(b.graph, ["x"], [out.name]).model
+        return export_with_report(b.graph, ["x"], [out.name], quant_format="qdq").model
     finally:
         exporter.complete_qdq = original
 
@@ -152,7 +153,7 @@ def test_conv_behind_a_max_pool_is_completed():
     y = b("Relu6", b("Conv2D", pooled, b.const(_hwio(rng)), strides=[1, 1, 1, 1], padding="SAME"))
     out = b("FakeQuantWithMinMaxVars", y, b.const(np.float32(-5.9)), b.const(np.float32(6.1)))
     skip = b("Relu", x)  # a second reader of the input's DequantizeLinear
-    result = export_with_report(b.graph, ["x"], [out.name, skip.name])
+    result = export_with_report(b.graph, ["x"], [out.name, skip.name], quant_format="qdq")
     assert result.report.stats["qdq_int8_weights"] == 1
     x_value = _inputs(2)
     expected = Interpreter(b.graph).run({"x": x_value}, [out.name])[out.name]
@@ -165,7 +166,7 @@ def test_folded_activation_is_dropped():
     """A trained Relu6 range of exactly [0, 6] quantizes to the type's limits: the Clip is a no-op."""
     rng = np.random.default_rng(5)
     b, out = _qat_conv(rng, (0.0, 6.0), _hwio(rng))
-    result = export_with_report(b.graph, ["x"], [out.name])
+    result = export_with_report(b.graph, ["x"], [out.name], quant_format="qdq")
     assert result.report.stats["qdq_dropped_activation"] == 1
     assert "Clip" not in result.report.op_counts
 
@@ -174,7 +175,7 @@ def test_weights_on_no_grid_stay_float():
     rng = np.random.default_rng(9)
     trained = rng.standard_normal((3, 3, 3, 8)).astype(np.float32)
     b, out = _qat_conv(rng, (-5.9, 6.1), trained)
-    result = export_with_report(b.graph, ["x"], [out.name])
+    result = export_with_report(b.graph, ["x"], [out.name], quant_format="qdq")
     stats = result.report.stats
     assert stats["qdq_float_weights_left"] == 1 and "qdq_int8_weights" not in stats
     assert result.report.op_counts["DequantizeLinear"] == 2  # the two activations only
@@ -184,16 +185,20 @@ def test_float_models_are_untouched():
     rng = np.random.default_rng(2)
     b = Builder()
     y = b("Conv2D", b.input("x", [1, 6, 6, 3]), b.const(_hwio(rng)), strides=[1, 1, 1, 1], padding="SAME")
-    model = export_with_report(b.graph, ["x"], [b("Relu6", y).name]).model
+    model = export_with_report(b.graph, ["x"], [b("Relu6", y).name], quant_format="qdq").model
     completed, counts = complete_qdq(model)
     assert completed is model and not counts
 
 
-def test_qoperator_format_fuses_the_completed_group():
+@pytest.mark.parametrize("quant_format", ["qlinear", "qoperator"])
+def test_qlinear_formats_fuse_the_completed_group(quant_format: str):
+    """The default format writes the completed group as one QLinearConv (ONNX's own operator)."""
     rng = np.random.default_rng(11)
     b, out = _qat_conv(rng, (-5.9, 6.1), _hwio(rng))
-    result = export_with_report(b.graph, ["x"], [out.name], quant_format="qoperator")
-    assert result.report.stats["qoperator_QLinearConv"] == 1
+    result = export_with_report(b.graph, ["x"], [out.name], quant_format=quant_format)
+    assert result.report.stats[f"{quant_format}_QLinearConv"] == 1
+    assert result.report.op_counts == {"QuantizeLinear": 1, "QLinearConv": 1, "Clip": 1, "DequantizeLinear": 1,
+                                       "Transpose": 2}
     x = _inputs(4)
     expected = Interpreter(b.graph).run({"x": x}, [out.name])[out.name]
     np.testing.assert_array_equal(_run(_session(result.model, True), x), expected)

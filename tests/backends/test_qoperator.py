@@ -163,6 +163,34 @@ def test_int8_activations(quantized: Quantized) -> None:
         assert np.abs(want - have).max() <= 1.0001 * _output_lsbs(qdq)[0]
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_standard_only_fuses_conv_and_matmul_into_default_domain_ops(quantized: Quantized, name: str) -> None:
+    """The `qlinear` format: Conv becomes QLinearConv, Add/Mul/Gemm/pools stay QDQ, nothing from
+    com.microsoft, and onnxruntime computes the QDQ model's outputs."""
+    qdq = quantized.get(name, per_channel=True)
+    ours, counts = to_qoperator(qdq, standard_only=True)
+    onnx.checker.check_model(ours, full_check=True)
+    before, after = _op_types(qdq), _op_types(ours)
+    assert counts["QLinearConv"] == before["Conv"] and "Conv" not in after
+    assert all(node.domain == "" for node in ours.graph.node)
+    assert not any(o.domain == MS_DOMAIN for o in ours.opset_import)
+    assert not any(k.startswith("Q") and k not in ("QLinearConv", "QLinearMatMul") for k in counts)
+    for feeds in _feeds(name):
+        for lsb, want, have in zip(_output_lsbs(qdq), _run(qdq, feeds), _run(ours, feeds)):
+            assert _cosine(want, have) >= 0.9999
+            assert np.abs(want - have).max() <= 1.0001 * lsb
+
+
+def test_standard_only_leaves_int8_activations_to_onnxruntime(quantized: Quantized) -> None:
+    """onnxruntime keeps int8-activation convolutions in float on x86 (faster than an int8 x int8
+    QLinearConv), so `qlinear` leaves those groups QDQ; data movement still runs on the codes."""
+    qdq = quantized.get("keras_small_cnn", per_channel=True, activations="QInt8")
+    ours, counts = to_qoperator(qdq, standard_only=True)
+    assert "QLinearConv" not in counts and counts["left_qdq_Conv"] == 6
+    assert counts["int8_Squeeze"] == 1
+    assert _op_types(ours)["Conv"] == 6
+
+
 @pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
 @pytest.mark.parametrize("name", MODELS)
 def test_every_group_is_fused(quantized: Quantized, name: str, per_channel: bool) -> None:

@@ -19,7 +19,8 @@ def test_exported_int32_biases_are_the_graphs_biases_exactly() -> None:
     assert "aligned 6 biases to their accumulator step" in result.report.format()
     graph = load_graph_bytes(result.graph_def)
     aligned = [op.attrs["value"].numpy() for op in graph if op.type == "Const" and "aligned_bias" in op.name]
-    exported = onnx.load_model_from_string(serialize_onnx(graph, model.inputs, model.outputs)[0])
+    # the QDQ form keeps every bias as DequantizeLinear(int32 codes, step): codes and step in one place
+    exported = onnx.load_model_from_string(serialize_onnx(graph, model.inputs, model.outputs, quant_format="qdq")[0])
     values = {i.name: numpy_helper.to_array(i) for i in exported.graph.initializer}
     biases = [(values[n.input[0]], values[n.input[1]]) for n in exported.graph.node
               if n.op_type == "DequantizeLinear" and values.get(n.input[0], np.zeros(0, np.uint8)).dtype == np.int32]

@@ -33,7 +33,7 @@ from compiler.backends.onnx.tf1_frames import export_order
 from compiler.graphutil.names import node_names
 from compiler.ir.graph import Graph, IRError, Value
 from compiler.ir.shapes import Shape
-from compiler.modelio import ONNX_QUANT_FORMATS
+from compiler.modelio import DEFAULT_QUANT_FORMAT, ONNX_QUANT_FORMATS
 
 
 def _import_op_families() -> None:
@@ -65,7 +65,7 @@ def export(graph: Graph, inputs: Sequence[str], outputs: Sequence[str], opset: i
 
 def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[str], opset: int = DEFAULT_OPSET,
                        input_shapes: Optional[InputShapes] = None, check: bool = True,
-                       quant_format: str = "qdq") -> ExportResult:
+                       quant_format: str = DEFAULT_QUANT_FORMAT) -> ExportResult:
     """`export`, plus the report of what it produced; `check` runs the full ONNX checker."""
     check_opset(opset)
     if quant_format not in ONNX_QUANT_FORMATS:
@@ -98,9 +98,9 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     model = onnx_model.finalize(onnx_model.assemble(builder, GRAPH_NAME), check, propagate_data=not long)
     model, completed = complete_qdq(model, check)
     ctx.stats.update({f"qdq_{name}": count for name, count in completed.items()})
-    if quant_format == "qoperator":
-        model, fused = to_qoperator(model)
-        ctx.stats.update({f"qoperator_{name}": count for name, count in fused.items()})
+    if quant_format != "qdq":
+        model, fused = to_qoperator(model, standard_only=quant_format == "qlinear")
+        ctx.stats.update({f"{quant_format}_{name}": count for name, count in fused.items()})
     return ExportResult(model, ExportReport.from_model(model, ctx.stats))
 
 
