@@ -122,6 +122,11 @@ class Pass:
     # Where a pass loaded from outside the package came from ("" for built-in passes);
     # set by compiler.passes.plugins so errors and --list-passes can name the plugin.
     origin: ClassVar[str] = ""
+    # True for a built-in pass whose every structural edit goes through the IR's mutation API
+    # (reviewed, not enforced): a run of it that ticked no `StructureClock` left the structure
+    # as last verified, even if it reports a change (a header or an attribute dropped), so the
+    # verifier instrument need not sweep the graph again.  Plugin passes are verified anyway.
+    edits_through_api: ClassVar[bool] = False
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -62,9 +62,12 @@ class Instrument:
 class VerifierInstrument(Instrument):
     """Verify the input, then the IR after every pass; blame the pass that broke it.
 
-    A built-in pass that reports no change and made no structural change through the IR API
-    (the `StructureClock` did not move) leaves the graph as last verified, so it is not swept
-    again.  A plugin pass is always verified: it might edit use-lists behind the API."""
+    A built-in pass that made no structural change through the IR API (the `StructureClock`
+    did not move) and either reports no change or is one whose structural edits all go through
+    that API (`Pass.edits_through_api`: strip_unused_nodes dropping only the GraphDef header)
+    leaves the graph as last verified, so it is not swept again.  A plugin pass is always
+    verified, and so is a built-in pass not marked that reports a change: either might edit
+    use-lists behind the API."""
 
     def __init__(self) -> None:
         self.verified: Optional[tuple[Graph, int]] = None  # the graph last found valid, at which tick
@@ -86,7 +89,9 @@ class VerifierInstrument(Instrument):
             raise kind(f"{step.title} left invalid IR: {err}") from None
 
     def unchanged_since_verified(self, graph: Graph, step: PipelineStep, outcome: PassOutcome) -> bool:
-        if self.verified is None or step.pass_cls.origin or (outcome.result is not None and outcome.result.changed):
+        if self.verified is None or step.pass_cls.origin:
+            return False
+        if outcome.result is not None and outcome.result.changed and not step.pass_cls.edits_through_api:
             return False
         return self.verified[0] is graph and self.verified[1] == StructureClock.ticks
 

@@ -33,6 +33,7 @@ class RemoveNodes(Pass):
     """
 
     name = "remove_nodes"
+    edits_through_api = True
     params = (
         Param("op", "str", None, "op type to remove; repeat to remove several types", repeated=True),
         Param("max_inputs", "int", 1, "also match ops with up to this many data inputs "

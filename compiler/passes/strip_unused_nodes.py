@@ -31,6 +31,7 @@ class StripUnusedNodes(Pass):
     """
 
     name = "strip_unused_nodes"
+    edits_through_api = True
     params = (
         Param("type", "dtype", DType.FLOAT, "dtype of new Placeholders (e.g. float, int32, quint8)"),
         Param("shape", "shape", Shape(()), "shape of new Placeholders, e.g. \"1,299,299,3\" (default scalar)"),
