@@ -19,6 +19,7 @@ from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import FLOAT8_OPSET, FLOAT8_TYPES, carrier, onnx_type, ort_computes
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.fusion import absorb_bias
+from compiler.backends.onnx.hard_sigmoid import lower_hard_activation
 from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.registry import AGNOSTIC, ALIAS, lowers
 from compiler.ir.dtypes import DType
@@ -314,6 +315,8 @@ def _binary(ctx: LoweringContext, op: Op) -> None:
         for x, b in ((0, 1), (1, 0)):
             if absorb_bias(ctx, op, op.operands[x], op.operands[b]):
                 return
+    if op.type in ("Mul", "RealDiv", "Div") and lower_hard_activation(ctx, op):
+        return
     dtype = ctx.dtype(op.operands[0])
     if op.type == "TruncateDiv" and dtype is not None and dtype.is_float:
         _truncated_quotient(ctx, op)
