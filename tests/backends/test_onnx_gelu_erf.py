@@ -45,6 +45,28 @@ def test_gelu_matches_across_the_range(form: str) -> None:
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
 
 
+def test_tf_gelu_is_the_division_onnxruntime_fuses(tmp_path) -> None:
+    """x * (1/sqrt 2) is written x / sqrt 2, which onnxruntime fuses into its one Gelu kernel."""
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    b = Builder()
+    x = b.input("x", [3, 64])
+    out = _gelu(b, x, "neg")
+    feeds = {"x": np.linspace(-12, 12, 192, dtype=np.float32).reshape(3, 64)}
+    want, got, report = _export_and_run(b, out, feeds)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
+    model = export_with_report(b.graph, ["x"], [out.name]).model
+    constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    div = next(n for n in model.graph.node if n.op_type == "Div")
+    assert div.input[0] == "x" and constants[div.input[1]] == np.float32(np.sqrt(2))
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    options.log_severity_level = 3
+    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    assert [n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node] == ["Gelu"]
+
+
 def test_a_negation_read_elsewhere_stays() -> None:
     b = Builder()
     x = b.input("x", [401])
