@@ -253,4 +253,19 @@ class LoweringContext:
         return self.node("Unsqueeze", [tensor, self.ints(list(axes), f"{base}/axes")], self.prefix + base)[0]
 
     def reshape(self, tensor: str, shape: str, base: str) -> str:
-        return self.node("Reshape", [self.reshape_source(tensor), shape], base)[0]
+        """`tensor` reshaped to the constant `shape`: no node when its reshape source is already
+        declared with that shape (a global pool's output read back as [N, C, 1, 1])."""
+        source = self.reshape_source(tensor)
+        if self._declared_with_shape(source, shape):
+            return source
+        return self.node("Reshape", [source, shape], base)[0]
+
+    def _declared_with_shape(self, tensor: str, shape: str) -> bool:
+        target = self.scope.initializers.get(shape)
+        spec = self.builder.value_info.get(tensor)
+        if target is None or spec is None or spec.dims is None or target.ndim != 1 or len(spec.dims) != target.size:
+            return False
+        wanted = target.tolist()
+        if wanted.count(-1) > 1:
+            return False
+        return all(w == -1 or (w > 0 and isinstance(d, int) and d == w) for w, d in zip(wanted, spec.dims))

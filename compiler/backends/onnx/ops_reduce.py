@@ -87,7 +87,7 @@ def _reduce(ctx: LoweringContext, op: Op) -> None:
         return
     x = r.found.tensor
     if op.type in _GLOBAL_POOLS and r.rank == 4 and r.stored == [2, 3] and _global_pool_type(ctx, op, x):
-        out = _global_pool(ctx, op, x, r.keep)
+        out = _global_pool(ctx, op, r)
     else:
         dtype = ctx.dtype(op.results[0])
         through = carrier_of(ctx, op, REDUCTIONS[op.type], dtype, wraps=op.type in ("Sum", "Prod"))
@@ -118,14 +118,19 @@ def _global_pool_type(ctx: LoweringContext, op: Op, x: str) -> bool:
     return ctx.dtype(op.results[0]) in _GLOBAL_POOL_TYPES or (op.type == "Mean" and is_dequantized(ctx, x))
 
 
-def _global_pool(ctx: LoweringContext, op: Op, x: str, keep: bool) -> str:
+def _global_pool(ctx: LoweringContext, op: Op, r: Reduction) -> str:
     """GlobalAveragePool/GlobalMaxPool (+ Squeeze) over a channels-first tensor's two spatial axes:
     onnxruntime keeps them in its blocked NCHWc layout, which a ReduceMean/ReduceMax leaves
-    (MobileNetV2's head: about 1% of its latency)."""
+    (MobileNetV2's head: about 1% of its latency).  The pooled [N, C, 1, 1] tensor's shape is
+    declared, so Keras' reshape of the squeezed result back to it is no node (ctx.reshape)."""
     kind, suffix = _GLOBAL_POOLS[op.type]
-    if keep:
-        return ctx.emit1(op, kind, [x])
-    pooled = ctx.helper1(op, suffix, kind, [x])
+    if r.keep:
+        return ctx.emit1(op, kind, [r.found.tensor])
+    pooled = ctx.helper1(op, suffix, kind, [r.found.tensor])
+    dims = ctx.shape(op.operands[0]).dims
+    if dims is not None:
+        n, c = layout.physical_dims(dims, r.found.perm)[:2]
+        ctx.builder.annotate(ValueSpec(pooled, onnx_type(ctx.dtype(op.results[0])), (n, c, 1, 1)))
     return ctx.emit1(op, "Squeeze", [pooled, ctx.ints([2, 3], "spatial_axes")])
 
 
