@@ -22,6 +22,7 @@ from compiler.backends.onnx.ops_elementwise import (
     broadcast_operands, carrier_of, cast_to, emit_typed, emit_where, is_integer, type_name,
 )
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
+from compiler.backends.onnx.tensordot import lower_tensordot
 from compiler.graphutil import input_pipeline
 from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
@@ -73,7 +74,7 @@ def _no_op(ctx: LoweringContext, op: Op) -> None:
 # -- reshapes -----------------------------------------------------------------------
 @lowers("Reshape")
 def _reshape(ctx: LoweringContext, op: Op) -> None:
-    if repeat_resize.lower_repeat(ctx, op) or _alias_if_unchanged(ctx, op):
+    if repeat_resize.lower_repeat(ctx, op) or _alias_if_unchanged(ctx, op) or lower_tensordot(ctx, op):
         return
     x = ctx.reshape_source(ctx.operand(op, 0))
     dims = ctx.shape(op.results[0]).dims
