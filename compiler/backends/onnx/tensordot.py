@@ -66,7 +66,8 @@ def match_tensordot(ctx: LoweringContext, restore: Op) -> Optional[Tensordot]:
     if matmul.type != "MatMul" or matmul.attr("transpose_a", False) or not _private(ctx, inner, reader):
         return None
     weights = ctx.constant(matmul.operands[1])
-    if weights is None or weights.ndim != 2 or ctx.dtype(inner) not in _FLOATS:
+    if (weights is None or weights.ndim != 2 or ctx.dtype(inner) not in _FLOATS
+            or matmul.operands[1].op.type != "Const"):  # not the Dequantize of an eight-bit graph's codes
         return None
     if matmul.attr("transpose_b", False):
         weights = weights.T
@@ -77,7 +78,7 @@ def match_tensordot(ctx: LoweringContext, restore: Op) -> Optional[Tensordot]:
     if flatten.type != "Reshape" or not _private(ctx, flat, matmul):
         return None
     x = flatten.operands[0]
-    if (ctx.is_constant(x) or not ctx.is_bound(x) or ctx.lowered(x).perm is not None
+    if (ctx.is_constant(x) or not ctx.is_bound(x) or ctx.lowered(x).perm is not None or _dequantized(ctx, x)
             or not _flattens_leading_axes(ctx, x, flat, weights.shape[0])
             or not _restores(ctx, x, restore.results[0], weights.shape[1])):
         return None
@@ -95,6 +96,12 @@ def _unbiased(ctx: LoweringContext, value: Value, reader: Op) -> tuple[Value, Op
     if bias is None or bias.ndim != 1 or ctx.is_constant(add.operands[0]):
         return value, None
     return add.operands[0], bias
+
+
+def _dequantized(ctx: LoweringContext, x: Value) -> bool:
+    """x is a DequantizeLinear's output: the MatMul belongs to an eight-bit group, which stays as lowered."""
+    producer = ctx.builder.producer(ctx.lowered(x).tensor)
+    return producer is not None and producer.op_type == "DequantizeLinear"
 
 
 def _private(ctx: LoweringContext, value: Value, reader: Op) -> bool:
