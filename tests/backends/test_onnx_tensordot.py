@@ -62,6 +62,16 @@ def test_other_reshapes_keep_their_nodes(case: str):
     assert counts.get("Gemm") == 1 and "MatMul" not in counts
 
 
+def test_an_eight_bit_dense_keeps_its_quantized_group():
+    """A QAT Dense on a sequence: x is dequantized, so the reshapes and Gemm stay for the QDQ group."""
+    b = Builder()
+    x = b("FakeQuantWithMinMaxVars", b.input("x", [2, 4, 6]), b.const(np.float32(-3)), b.const(np.float32(3)))
+    weights = np.random.default_rng(5).standard_normal((6, 3)).astype(np.float32)
+    y = _tensordot(b, x, weights, [8, 6], [2, 4, 3])
+    counts = check(b, _feeds((2, 4, 6)), [y], of_largest=1e-6)
+    assert "MatMul" not in counts and counts["DequantizeLinear"] >= 1
+
+
 @pytest.mark.tf
 def test_keras_dense_on_sequences_and_maps_matches_tf():
     tf = pytest.importorskip("tensorflow")
