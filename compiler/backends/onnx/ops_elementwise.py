@@ -18,6 +18,7 @@ from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES, cast_complex
 from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import FLOAT8_OPSET, FLOAT8_TYPES, carrier, onnx_type, ort_computes
 from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.channel_affine import lower_channel_affine
 from compiler.backends.onnx.fusion import absorb_bias
 from compiler.backends.onnx.hard_sigmoid import lower_hard_activation
 from compiler.backends.onnx.layout import Perm
@@ -315,6 +316,8 @@ def _binary(ctx: LoweringContext, op: Op) -> None:
         for x, b in ((0, 1), (1, 0)):
             if absorb_bias(ctx, op, op.operands[x], op.operands[b]):
                 return
+        if lower_channel_affine(ctx, op):
+            return
     if op.type in ("Mul", "RealDiv", "Div") and lower_hard_activation(ctx, op):
         return
     dtype = ctx.dtype(op.operands[0])
