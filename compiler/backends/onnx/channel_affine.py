@@ -25,7 +25,8 @@ import numpy as np
 
 from compiler.backends.onnx import layout
 from compiler.backends.onnx.context import LoweringContext
-from compiler.backends.onnx.fusion import single_use
+from compiler.backends.onnx.fusion import sole_reader
+from compiler.backends.onnx.ops_quantized import is_dequantized
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 
@@ -55,9 +56,7 @@ def _match(ctx: LoweringContext, add: Op) -> Optional[tuple[Value, np.ndarray, n
         return None
     for product, addend in (add.operands, add.operands[::-1]):
         mul = product.op
-        if mul.type not in _MULS or len(mul.operands) != 2 or not single_use(ctx, product, add):
-            continue
-        if mul.control_users or mul.control_deps:
+        if mul.type not in _MULS or len(mul.operands) != 2 or not sole_reader(ctx, product, add) or mul.control_deps:
             continue
         for x, factor in (mul.operands, mul.operands[::-1]):
             found = _per_channel(ctx, x, factor, addend, add)
@@ -85,8 +84,9 @@ def _after_linear_node(ctx: LoweringContext, x: Value) -> bool:
     """x comes straight from a Conv or Gemm, whose weights onnxruntime folds a Mul and Add into
     itself (and its quantizer expects them there): nothing to gain.  Or from a DequantizeLinear:
     an eight-bit graph's groups stay as they were lowered."""
-    producer = ctx.builder.producer(ctx.lowered(x).tensor)
-    return producer is not None and producer.op_type in _LINEAR + ("DequantizeLinear",)
+    tensor = ctx.lowered(x).tensor
+    producer = ctx.builder.producer(tensor)
+    return (producer is not None and producer.op_type in _LINEAR) or is_dequantized(ctx, tensor)
 
 
 def _channel_second(ctx: LoweringContext, x: Value) -> bool:

@@ -27,6 +27,11 @@ def single_use(ctx: LoweringContext, value: Value, user: Op) -> bool:
     return len(value.uses) == 1 and value.uses[0][0] is user and value not in ctx.keep
 
 
+def sole_reader(ctx: LoweringContext, value: Value, user: Op) -> bool:
+    """`single_use`, and no op waits on `value`'s op: a peephole may read past it."""
+    return single_use(ctx, value, user) and not value.op.control_users
+
+
 _BIASED = ("Conv", "ConvTranspose", "Gemm")
 _ADDS = ("Add", "AddV2", "BiasAdd", "BiasAddV1")
 

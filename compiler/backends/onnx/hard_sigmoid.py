@@ -28,7 +28,7 @@ from typing import Optional
 import numpy as np
 
 from compiler.backends.onnx.context import LoweringContext
-from compiler.backends.onnx.fusion import single_use
+from compiler.backends.onnx.fusion import sole_reader
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 
@@ -75,7 +75,7 @@ def match_hard_sigmoid(ctx: LoweringContext, op: Op) -> Optional[HardSigmoid]:
         return None
     clipped, scale = split
     relu6 = clipped.op
-    if relu6.type != "Relu6" or not single_use(ctx, clipped, op) or relu6.control_users:
+    if relu6.type != "Relu6" or not sole_reader(ctx, clipped, op):
         return None
     if not np.float32(scale) == np.float32(1) / np.float32(6):
         return None
@@ -117,7 +117,7 @@ def _private_shift(ctx: LoweringContext, z: Value, reader: Op) -> Optional[tuple
     """(x, s) when z = x + s for a constant scalar s, z is read by `reader` alone, and z's tensor is
     still an Add of x's tensor (not a conv that took s into its bias)."""
     add = z.op
-    if add.type not in _ADDS or not single_use(ctx, z, reader) or add.control_users:
+    if add.type not in _ADDS or not sole_reader(ctx, z, reader):
         return None
     for x, s in (add.operands, add.operands[::-1]):
         shift = _scalar(ctx, s)
@@ -136,7 +136,7 @@ def _hard_swish_source(ctx: LoweringContext, op: Op) -> Optional[Value]:
     if op.type != "Mul" or ctx.opset < HARD_SWISH_OPSET:
         return None
     for x, gate in (op.operands, op.operands[::-1]):
-        if ctx.is_constant(gate) or not single_use(ctx, gate, op) or gate.op.control_users:
+        if ctx.is_constant(gate) or not sole_reader(ctx, gate, op):
             continue
         pattern = match_hard_sigmoid(ctx, gate.op)
         if pattern is not None and pattern.shifted and pattern.source is x and pattern.beta == 0.5:

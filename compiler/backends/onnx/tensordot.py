@@ -22,7 +22,8 @@ from typing import Optional
 import numpy as np
 
 from compiler.backends.onnx.context import LoweringContext
-from compiler.backends.onnx.fusion import single_use
+from compiler.backends.onnx.fusion import sole_reader
+from compiler.backends.onnx.ops_quantized import is_dequantized
 from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
@@ -78,7 +79,8 @@ def match_tensordot(ctx: LoweringContext, restore: Op) -> Optional[Tensordot]:
     if flatten.type != "Reshape" or not _private(ctx, flat, matmul):
         return None
     x = flatten.operands[0]
-    if (ctx.is_constant(x) or not ctx.is_bound(x) or ctx.lowered(x).perm is not None or _dequantized(ctx, x)
+    if (ctx.is_constant(x) or not ctx.is_bound(x) or ctx.lowered(x).perm is not None
+            or is_dequantized(ctx, ctx.lowered(x).tensor)  # an eight-bit group stays as lowered
             or not _flattens_leading_axes(ctx, x, flat, weights.shape[0])
             or not _restores(ctx, x, restore.results[0], weights.shape[1])):
         return None
@@ -98,15 +100,8 @@ def _unbiased(ctx: LoweringContext, value: Value, reader: Op) -> tuple[Value, Op
     return add.operands[0], bias
 
 
-def _dequantized(ctx: LoweringContext, x: Value) -> bool:
-    """x is a DequantizeLinear's output: the MatMul belongs to an eight-bit group, which stays as lowered."""
-    producer = ctx.builder.producer(ctx.lowered(x).tensor)
-    return producer is not None and producer.op_type == "DequantizeLinear"
-
-
 def _private(ctx: LoweringContext, value: Value, reader: Op) -> bool:
-    op = value.op
-    return single_use(ctx, value, reader) and len(op.results) == 1 and not op.control_users and not op.control_deps
+    return sole_reader(ctx, value, reader) and len(value.op.results) == 1 and not value.op.control_deps
 
 
 def _flattens_leading_axes(ctx: LoweringContext, x: Value, flat: Value, depth: int) -> bool:
