@@ -107,6 +107,11 @@ def cast_to(ctx: LoweringContext, op: Op, tensor: str, dtype: DType, suffix: str
     return ctx.helper1(op, suffix, "Cast", [tensor], to=onnx_type(dtype))
 
 
+def in_carrier(ctx: LoweringContext, op: Op, tensor: str, dtype: Optional[DType], work: DType) -> str:
+    """`tensor` (of type `dtype`) in carrier type `work`: itself, or cast to it (named after the type)."""
+    return tensor if work == dtype else cast_to(ctx, op, tensor, work, type_name(work))
+
+
 def emit_typed(ctx: LoweringContext, op: Op, onnx_op: str, inputs: Sequence[str], dtype: Optional[DType],
                typed: Optional[Sequence[int]] = None, wraps: bool = False, back: Optional[bool] = None,
                suffix: Optional[str] = None, **attrs) -> str:
@@ -565,9 +570,7 @@ def _is_finite(ctx: LoweringContext, op: Op) -> None:
     """Neither infinite nor NaN: ONNX has the two tests, not their complement."""
     found = ctx.agnostic_operand(op)
     x, dtype = found.tensor, ctx.dtype(op.operands[0])
-    through = carrier_of(ctx, op, "IsInf", dtype)
-    if through != dtype:
-        x = cast_to(ctx, op, x, through, type_name(through))  # half: IsInf takes it from opset 20
+    x = in_carrier(ctx, op, x, dtype, carrier_of(ctx, op, "IsInf", dtype))  # half: IsInf takes it from opset 20
     inf = ctx.helper1(op, "is_inf", "IsInf", [x])
     nan = ctx.helper1(op, "is_nan", "IsNaN", [x])
     ctx.bind(op.results[0], ctx.emit1(op, "Not", [ctx.helper1(op, "not_finite", "Or", [inf, nan])]), found.perm)

@@ -40,7 +40,7 @@ from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.ops_array import INT64_MAX, shape_slice
-from compiler.backends.onnx.ops_elementwise import carrier_of, cast_to, emit_typed, is_integer, type_name
+from compiler.backends.onnx.ops_elementwise import carrier_of, emit_typed, in_carrier, is_integer, type_name
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
@@ -176,8 +176,7 @@ def _gathered_integer(ctx: LoweringContext, op: Op, x: str, perm: Perm, sizes: S
         labels[at:at + 1] = [name, "k" + name]
     summed = emit_typed(ctx, op, "Add", [tensor, _filter_weights(ctx, op, f, labels)], dtype, wraps=True,
                         suffix="taps_plus_filter")
-    if through != dtype:
-        summed = cast_to(ctx, op, summed, through, type_name(through))
+    summed = in_carrier(ctx, op, summed, dtype, through)
     if not all(m.all() for m in inside):
         mask = np.ones([1] * len(labels), bool)
         for name, m in zip("hw", inside):

@@ -15,7 +15,7 @@ from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.ops_array import int64_operand, kept_layout
-from compiler.backends.onnx.ops_elementwise import carrier_of, cast_to, type_name
+from compiler.backends.onnx.ops_elementwise import carrier_of, cast_to, in_carrier, type_name
 from compiler.backends.onnx.ops_quantized import is_dequantized
 from compiler.backends.onnx.registry import AGNOSTIC, LAYOUT_ROLES, lowers
 from compiler.ir.dtypes import DType
@@ -104,8 +104,7 @@ def _carried(ctx: LoweringContext, op: Op, onnx_op: str, tensor: str) -> str:
     """Operand 0 (`tensor`) in the type `onnx_op` computes in for it: itself, or cast to a wider type
     holding every value (order and ties kept: ArgMax, TopK)."""
     dtype = ctx.dtype(op.operands[0])
-    through = carrier_of(ctx, op, onnx_op, dtype)
-    return tensor if through == dtype else cast_to(ctx, op, tensor, through, type_name(through))
+    return in_carrier(ctx, op, tensor, dtype, carrier_of(ctx, op, onnx_op, dtype))
 
 
 _GLOBAL_POOLS = {"Mean": ("GlobalAveragePool", "global_average"), "Max": ("GlobalMaxPool", "global_max")}
@@ -257,8 +256,7 @@ def _cumprod(ctx: LoweringContext, op: Op) -> None:
         ctx.bind(op.results[0], tensor)  # nothing to multiply; onnxruntime's Scan divides by zero on it
         return
     work = carrier_of(ctx, op, "Mul", dtype, wraps=True)  # 8- and 16-bit integers before opset 14: in int32
-    if work != dtype:
-        tensor = cast_to(ctx, op, tensor, work, type_name(work))
+    tensor = in_carrier(ctx, op, tensor, dtype, work)
     others = ctx.ints([a for a in range(rank) if a != axis], f"{op.name}/other_axes")
     slice_shape = ctx.helper1(op, "slice_shape", "Gather", [ctx.helper1(op, "shape", "Shape", [tensor]), others])
     ones = ctx.helper1(op, "ones", "Expand", [ctx.scalar(1, work, "one"), slice_shape])
