@@ -99,7 +99,7 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     model, completed = complete_qdq(model, check)
     ctx.stats.update({f"qdq_{name}": count for name, count in completed.items()})
     if quant_format != "qdq":
-        model, fused = to_qoperator(model, standard_only=quant_format == "qlinear")
+        model, fused = to_qoperator(model, check, standard_only=quant_format == "qlinear")
         ctx.stats.update({f"{quant_format}_{name}": count for name, count in fused.items()})
     return ExportResult(model, ExportReport.from_model(model, ctx.stats))
 

@@ -42,7 +42,7 @@ from onnx import helper
 
 from compiler.backends.onnx.qoperator import (
     DEQUANTIZE, Context, Dq, QParams, activation_input, check_rewritten, clamped_by, clip_bounds, group_end,
-    quantize_codes, rebuild_graph,
+    has_dequantize, quantize_codes, rebuild_graph,
 )
 
 # Largest code a rewritten weight uses: symmetric int8, as onnxruntime's own weight quantization.
@@ -67,7 +67,7 @@ def complete_qdq(model: onnx.ModelProto, check: bool = True) -> tuple[onnx.Model
     Counts: `int8_weights`, `float_weights_left`, `dropped_activation`, `activation_after_quantize`.
     The model is returned unchanged (the same object) when nothing matches.
     """
-    if not any(n.op_type == DEQUANTIZE for n in model.graph.node):
+    if not has_dequantize(model):
         return model, Counter()
     result = onnx.ModelProto()
     result.CopyFrom(model)

@@ -669,8 +669,11 @@ def to_qoperator(model: onnx.ModelProto, check: bool = True,
     (QLinearConv, QLinearMatMul, eight-bit pass-through ops): the `qlinear`
     format, which any ONNX runtime can load.  `check` runs onnx.checker (full) on
     the result; custom-domain nodes are not checked by ONNX (it has no schema for
-    them), onnxruntime validates them on load.
+    them), onnxruntime validates them on load.  A model without DequantizeLinear
+    (any float model, the default format's common case) is returned as it is.
     """
+    if not has_dequantize(model):
+        return model, Counter()
     result = onnx.ModelProto()
     result.CopyFrom(model)
     ctx = Context(result, standard_only)
@@ -687,6 +690,11 @@ def to_qoperator(model: onnx.ModelProto, check: bool = True,
     if check:
         check_rewritten(result, "QOperator model")
     return result, counts
+
+
+def has_dequantize(model: onnx.ModelProto) -> bool:
+    """Whether any top-level node is a DequantizeLinear: otherwise no QDQ group can match."""
+    return any(n.op_type == DEQUANTIZE for n in model.graph.node)
 
 
 def check_rewritten(model: onnx.ModelProto, what: str) -> None:
