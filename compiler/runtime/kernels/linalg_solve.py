@@ -129,7 +129,8 @@ def _cholesky(attrs: Attrs, inputs: list[Array]) -> list[Array]:
         failed |= pivot <= 0
         root = np.sqrt(pivot.astype(a.dtype))
         a[:, k, k] = root
-        a[:, k + 1:, k] -= np.einsum("bij,bj->bi", a[:, k + 1:, :k], np.conj(row))
+        if k:  # no terms yet at k = 0: an einsum over an empty axis is skipped, not trusted to give zeros
+            a[:, k + 1:, k] -= np.einsum("bij,bj->bi", a[:, k + 1:, :k], np.conj(row))
         a[:, k + 1:, k] /= root[:, None]
     a[failed] = np.where(np.tri(n, dtype=bool), np.asarray(np.nan, a.dtype), np.zeros((), a.dtype))
     return [a.reshape(x.shape)]
