@@ -1244,6 +1244,13 @@ def test_leaky_relu(alpha):
     check("LeakyRelu", {"features": x}, {} if alpha is None else {"alpha": alpha})
 
 
+def test_leaky_relu_default_alpha_is_bit_exact():
+    """Without the attribute, alpha is the OpDef's float32 0.2, not the double 0.2."""
+    x = rand(np.random.default_rng(39), (64,), lo=-3, hi=-1)
+    np.testing.assert_array_equal(run_ours("LeakyRelu", {"features": x}, {})[0],
+                                  run_tf("LeakyRelu", {"features": x}, {})[0])
+
+
 def test_int_relu():
     x = np.array([-5, -1, 0, 3, 9], I32)
     check("Relu", {"features": x})

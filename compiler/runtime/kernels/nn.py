@@ -594,8 +594,12 @@ def _log_softmax(x: Array) -> Array:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
+_LEAKY_RELU_DEFAULT_ALPHA = float(np.float32(0.2))
+
+
 def _leaky_relu(x: Array, attrs: Attrs) -> Array:
-    alpha = float(attr(attrs, "alpha", 0.2))  # type: ignore[arg-type]
+    # The OpDef's default is the float32 nearest 0.2, as a present attribute would be.
+    alpha = float(attr(attrs, "alpha", _LEAKY_RELU_DEFAULT_ALPHA))  # type: ignore[arg-type]
     return np.where(x > 0, x, x * alpha)
 
 
