@@ -79,6 +79,50 @@ def test_dilated_conv3d_is_one_conv(size, block, pads, crops) -> None:
     assert result.report.stats["dilated_convs"] == 1
 
 
+@pytest.mark.parametrize("rank", [1, 2])
+def test_convs_sharing_one_space_to_batch_each_fuse(rank: int) -> None:
+    """WaveNet's gated unit runs two dilated convs on one input; -O2's CSE merges their identical
+    SpaceToBatchND (and a Conv1D's ExpandDims), so the reshuffle has two readers.  Each conv still
+    becomes one dilated Conv; the shared op goes once its last reader is fused."""
+    rng = np.random.default_rng(40 + rank)
+    b = Builder()
+    shape = [1, 13, 3] if rank == 1 else [1, 13, 13, 3]
+    x = b.input("x", shape)
+    block, pads, crops = ([2], [[2, 3]], [[0, 1]]) if rank == 1 else ([2, 2], [[2, 3]] * 2, [[0, 1]] * 2)
+    s2b = b("SpaceToBatchND", x, ints(b, block), ints(b, pads), name="s2b")
+    inner = b("ExpandDims", s2b, ints(b, 1), name="expand") if rank == 1 else s2b
+    outs = []
+    for k in range(2):
+        conv = b("Conv2D", inner, b.const(rng.standard_normal((1 if rank == 1 else 3, 3, 3, 4)).astype(np.float32)),
+                 strides=[1, 1, 1, 1], padding="VALID", name=f"conv{k}")
+        if rank == 1:
+            conv = b("Squeeze", conv, squeeze_dims=[1], name=f"squeeze{k}")
+        outs.append(b("BatchToSpaceND", conv, ints(b, block), ints(b, crops), name=f"b2s{k}"))
+    out = b("Mul", outs[0], outs[1], name="gate")
+    result = _exported_matches(b, {"x": rng.standard_normal(shape).astype(np.float32)}, out)
+    assert result.report.stats["dilated_convs"] == 2
+    assert result.report.op_counts == {"Conv": 2, "Mul": 1, "Transpose": 2}, result.report.op_counts
+
+
+def test_a_space_to_batch_with_another_reader_stays_for_it() -> None:
+    rng = np.random.default_rng(43)
+    b = Builder()
+    x = b.input("x", [1, 8, 8, 2])
+    s2b = b("SpaceToBatchND", x, ints(b, [2, 2]), ints(b, [[2, 2], [2, 2]]), name="s2b")
+    conv = b("Conv2D", s2b, b.const(rng.standard_normal((3, 3, 2, 2)).astype(np.float32)),
+             strides=[1, 1, 1, 1], padding="VALID", name="conv")
+    fused = b("BatchToSpaceND", conv, ints(b, [2, 2]), ints(b, [[0, 0], [0, 0]]), name="b2s")
+    other = b("Relu", s2b, name="other")
+    feeds = {"x": rng.standard_normal((1, 8, 8, 2)).astype(np.float32)}
+    want = Interpreter(b.graph).run(feeds, ["b2s", "other"])
+    result = export_with_report(b.graph, ["x"], ["b2s", "other"])
+    onnx.checker.check_model(result.model, full_check=True)
+    got = run_onnx(result.model, feeds, ["b2s", "other"])
+    assert result.report.stats["dilated_convs"] == 1
+    for name in (fused.name, other.name):
+        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-6 * np.abs(want[name]).max())
+
+
 def test_output_named_after_the_batch_to_space_resolves() -> None:
     b = Builder()
     x = b.input("x", [1, 8, 8, 2])

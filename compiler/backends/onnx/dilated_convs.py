@@ -87,7 +87,10 @@ def _match(b2s: Op, named: Collection[str]) -> Optional[DilatedConv]:
         return None
     if any(op.name in named or op.control_deps or op.control_users for op in chain):
         return None
-    if not all(_only_use(op, user) for op, user in zip(chain, chain[1:] + [b2s])):
+    # The reshuffle into the conv may be shared (CSE merges the identical SpaceToBatchND/ExpandDims of
+    # two dilated convs on one input, as in WaveNet's gated units); the conv on must be this chain's own.
+    tail = [op for op in (conv, squeeze, bias) if op is not None]
+    if not all(_only_use(op, user) for op, user in zip(tail, tail[1:] + [b2s])):
         return None
     spatial = 3 if conv.type == "Conv3D" else 2
     found = _block_and_pads(s2b, b2s, 1 if expand is not None else spatial)
@@ -186,8 +189,10 @@ def _fuse(graph: Graph, match: DilatedConv) -> None:
         last = _copy(graph, match.bias, [last.results[0], match.bias.operands[1]], b2s)
     b2s.results[0].replace_all_uses_with(last.results[0])
     b2s.hand_control_users_to(last)
-    graph.erase_ops([op for op in (b2s, match.bias, match.squeeze, conv, match.expand, match.space_to_batch)
-                     if op is not None])
+    graph.erase_ops([op for op in (b2s, match.bias, match.squeeze, conv) if op is not None])
+    for shared in (match.expand, match.space_to_batch):  # in this order: the first reads the second
+        if shared is not None and not any(value.uses for value in shared.results):
+            graph.erase_op(shared)
     graph.rename(last, name)
 
 
