@@ -126,8 +126,11 @@ def render(cov: Coverage, tf2onnx_version: str, registry_note: str) -> str:
         "",
         "## Op types gttc lowers that tf2onnx does not",
         "",
-        "tf2onnx has no handler for these. For TF1 control flow (Enter, Merge, Switch, ...) that does not mean "
-        "it fails: its loop and cond rewriters consume those ops before handlers run.",
+        "tf2onnx has no handler for these. For TF1 control flow (Enter, Merge, Switch, ...) and TF1 "
+        "TensorArrays that does not mean it fails: its loop and cond rewriters consume those ops before "
+        "handlers run.  gttc writes a TensorArray as a dense list (a Loop scan output where it is filled one "
+        "item per iteration); one that grows (dynamic_size) or is split or concatenated runs in the runtime "
+        "but has no ONNX form.",
         "",
         *_table(cov.gttc_only, with_tf=True),
     ]
@@ -153,11 +156,13 @@ def tf2onnx_op_types() -> tuple[set[str], str]:
 
 
 def gttc_lowered() -> set[str]:
+    """Op types with a lowering, plus those an export rewrite turns into lowered ops (TF1 TensorArrays)."""
     from compiler.backends.onnx.registry import LOWERINGS
+    from compiler.backends.onnx.tensor_arrays import EXPORTED_OP_TYPES
 
     importlib.import_module("compiler.backends.onnx")  # imports every lowering module
 
-    return set(LOWERINGS)
+    return set(LOWERINGS) | EXPORTED_OP_TYPES
 
 
 def gttc_runtime() -> set[str]:

@@ -4,7 +4,8 @@ Some TF spellings exist only because of a TF limitation (a dilated conv as
 SpaceToBatchND -> conv -> BatchToSpaceND, a sign bit read through Bitcast),
 need care only in general (Erfc of any argument, where GELU's use of it does
 not), spell one ONNX operator as a dozen (LayerNormalization), spell an affine map as a chain of constant
-arithmetic (Keras' preprocessing layers) or compute nothing (a BiasAdd of zeros).  Each
+arithmetic (Keras' preprocessing layers), compute nothing (a BiasAdd of zeros) or keep
+state ONNX has no place for (a TF1 TensorArray, which is a TensorList in all but name).  Each
 rewrite here turns such a spelling into IR that lowers to fewer ONNX nodes,
 computing the same numbers.  They run only on a copy, and only when one of them matches, so
 exporting never changes the caller's graph and costs nothing when nothing
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection, Sequence
 
 from compiler.backends.onnx import (affine_chains, dilated_convs, gelu_erf, layer_norm, reshaped_batch_norm, sign_bit,
-                                   zero_bias)
+                                   tensor_arrays, zero_bias)
 from compiler.ir.graph import Graph
 
 
@@ -38,6 +39,7 @@ REWRITES = (
     ExportRewrite("sign_bits", sign_bit.find_sign_bit_tests, sign_bit.rewrite_found),
     ExportRewrite("affine_chains", affine_chains.find_chains, affine_chains.rewrite_found),
     ExportRewrite("reshaped_batch_norms", reshaped_batch_norm.find_sites, reshaped_batch_norm.fold_found),
+    ExportRewrite("tensor_arrays", tensor_arrays.find_tensor_arrays, tensor_arrays.rewrite_found),
 )
 
 

@@ -9,6 +9,7 @@ from onnx import helper
 from compiler import __version__
 from compiler.backends.onnx.builder import GraphBuilder, node_reads
 from compiler.backends.onnx.errors import OnnxExportError
+from compiler.limits import ResourceLimitError
 
 
 # Other domains' opset versions, for nodes that use them (CategoryMapper: ai.onnx.ml).
@@ -51,6 +52,9 @@ def _inferred(model: onnx.ModelProto, propagate_data: bool) -> onnx.ModelProto:
         return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=propagate_data)
     except (onnx.shape_inference.InferenceError, ValueError) as err:  # ValueError: an undefined element type
         raise OnnxExportError(f"exported model fails ONNX shape inference: {err}") from None
+    except MemoryError:  # data propagation spells out shape vectors, which huge stated dims make huge
+        raise ResourceLimitError("ONNX shape inference ran out of memory on the exported model (a stated "
+                                 "dimension too large to spell out)") from None
 
 
 def _top_level_dims(model: onnx.ModelProto) -> Iterator[Optional[list[Optional[int]]]]:

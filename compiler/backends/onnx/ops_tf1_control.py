@@ -24,6 +24,7 @@ from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.lowering import Argument, lower_bound_ops
 from compiler.backends.onnx.ops_control import known_truth
 from compiler.backends.onnx.ops_tensor_list import list_element_dtype
+from compiler.backends.onnx.scan_outputs import scanned_lists
 from compiler.backends.onnx.recurrent import lower_recurrent
 from compiler.backends.onnx.registry import lowers
 from compiler.backends.onnx.tf1_frames import REGION_LOWERINGS, TF1_CONTROL_FLOW, CondRegion, WhileFrame
@@ -74,7 +75,9 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
     if lower_recurrent(ctx, frame):
         return
     prefix = f"{ctx.prefix}{frame.name}/"
-    carried = [v for v in frame.variables if not v.invariant]
+    scanned = scanned_lists(ctx, frame)
+    scanned_values = {s.variable.merged for s in scanned}
+    carried = [v for v in frame.variables if not v.invariant and v.merged not in scanned_values]
     outer: dict[Value, Argument] = {e.results[0]: _outer(ctx, e.operands[0]) for e in frame.invariants}
     for var in frame.variables:
         if var.invariant:
@@ -94,24 +97,29 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
         inside[var.merged] = Argument(spec.name, ctx.shape(var.merged))
         if var.body_input is not None:
             inside[var.body_input] = inside[var.merged]
-    results = lower_bound_ops(ctx, frame.body_ops, body, prefix + "body/", {**outer, **inside},
-                              [v.body_output for v in carried])
+    body_ops = [op for op in frame.body_ops if op not in {s.set_item for s in scanned}]
+    results = lower_bound_ops(ctx, body_ops, body, prefix + "body/", {**outer, **inside},
+                              [v.body_output for v in carried] + [s.item for s in scanned])
+    results, items = results[:len(carried)], results[len(carried):]
     after = {v.merged: Argument(t, ctx.shape(v.merged)) for v, t in zip(carried, results)}
     again = lower_bound_ops(ctx, frame.cond_ops, body, prefix + "body/cond/", {**outer, **after},
                             [frame.predicate])[0]
     body.expose(again, ValueSpec(names.fresh(prefix + "body/cond_out"), TensorProto.BOOL, ()))
     _expose(ctx, body, results, [v.initial for v in carried], prefix + "body/out/")
+    _expose(ctx, body, items, [s.item for s in scanned], prefix + "body/scan/")
 
-    exits = [v.exit.results[0] if v.exit else v.merged for v in carried]
+    exits = [v.exit.results[0] if v.exit else v.merged for v in carried] + [s.variable.exit.results[0] for s in scanned]
     outs = _emit_region_node(ctx, "Loop", ["", first] + [initial[v.merged].tensor for v in carried], exits,
                              frame.name, body=body)
-    for var, tensor in zip(carried, outs):
+    for var, tensor in zip(carried + [s.variable for s in scanned], outs):
         if var.exit is not None:
             ctx.bind(var.exit.results[0], tensor)
     for var in frame.variables:
         if var.invariant and var.exit is not None:
             ctx.bind(var.exit.results[0], outer[var.merged].tensor)
     ctx.stats["tf1_loops"] += 1
+    if scanned:
+        ctx.stats["scan_outputs"] += len(scanned)
 
 
 # -- cond -> If -------------------------------------------------------------------------------

@@ -1,0 +1,128 @@
+"""Lists a TF1 while loop fills one item per iteration, as the ONNX Loop's scan outputs.
+
+`tf.map_fn`, `tf.scan`, `dynamic_rnn` and Keras' generic RNN loop collect
+their per-step results the same way: a list of n items is reserved before the
+loop, carried through it, and the body sets item `i` at its iteration counter
+`i`.  Carried as a dense tensor, that is a copy of the whole list and a
+ScatterND every iteration.  ONNX's Loop has a cheaper form for exactly this:
+a scan output, which stacks one body value per iteration.
+
+The two agree when every item is written once, in order, and nothing else
+reads the list inside the loop.  This module recognises that:
+
+- the list's loop variable starts from a TensorListReserve of n items and its
+  body value is read only by one TensorListSetItem, whose result is what the
+  next iteration gets;
+- the item index is an *iteration counter*: a loop variable that starts at 0
+  and whose next value is itself + 1;
+- the loop runs exactly n times: its predicate is a conjunction of
+  `counter < limit` tests whose smallest constant limit is n.  (With fewer
+  iterations the unwritten items would have to read as zeros; such loops keep
+  the carried form.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.tf1_frames import LoopVariable, WhileFrame, forwarded_source
+from compiler.ir.graph import Op, Value
+from compiler.rewrite.constants import const_array
+
+_ADDS = frozenset({"Add", "AddV2"})
+_LIST_CARRIERS = frozenset({"Enter", "RefEnter", "Identity", "Snapshot"})
+
+
+@dataclass(frozen=True)
+class ScannedList:
+    """A list loop variable and the one SetItem that writes its item of each iteration."""
+
+    variable: LoopVariable
+    set_item: Op
+
+    @property
+    def item(self) -> Value:
+        return self.set_item.operands[2]
+
+
+def scanned_lists(ctx: LoweringContext, frame: WhileFrame) -> list[ScannedList]:
+    """The frame's list variables that can be scan outputs (see the module docstring)."""
+    counters = {v.merged: v for v in frame.variables if _is_counter(ctx, v)}
+    trips = _trip_count(ctx, frame.predicate, counters)
+    if trips is None:
+        return []
+    found = []
+    for var in frame.variables:
+        set_item = _only_set_item(var)
+        if set_item is None or _reserved_count(ctx, var.initial) != trips:
+            continue
+        index = forwarded_source(set_item.operands[1])
+        if any(index in (c.merged, c.body_input) for c in counters.values()):
+            found.append(ScannedList(var, set_item))
+    return found
+
+
+def _only_set_item(var: LoopVariable) -> Optional[Op]:
+    """The SetItem that alone reads the variable in the body and alone makes its next value."""
+    if var.body_input is None or var.exit is None or var.merged.uses != [(var.switch, 0)]:
+        return None
+    uses = var.body_input.uses
+    if len(uses) != 1 or uses[0][1] != 0 or uses[0][0].type != "TensorListSetItem":
+        return None
+    set_item = uses[0][0]
+    if set_item.results[0] is not var.body_output or len(set_item.results[0].uses) != 1:
+        return None
+    if set_item.control_deps or set_item.control_users or bool(set_item.attr("resize_if_index_out_of_bounds", False)):
+        return None
+    return set_item
+
+
+def _is_counter(ctx: LoweringContext, var: LoopVariable) -> bool:
+    """Starts at 0 and steps by 1: at iteration k it holds k."""
+    step = var.body_output.op
+    if step.type not in _ADDS or len(step.operands) != 2 or _number(ctx, var.initial) != 0:
+        return False
+    sources = [forwarded_source(v) for v in step.operands]
+    reads_itself = [i for i, v in enumerate(sources) if v in (var.body_input, var.merged)]
+    return len(reads_itself) == 1 and _number(ctx, step.operands[1 - reads_itself[0]]) == 1
+
+
+def _trip_count(ctx: LoweringContext, predicate: Value, counters: dict[Value, LoopVariable]) -> Optional[int]:
+    """How many times the loop runs, when its predicate is `counter < limit` tests joined by
+    LogicalAnd with constant limits (the smallest one)."""
+    limits = _counter_limits(ctx, forwarded_source(predicate), counters)
+    return min(limits) if limits else None
+
+
+def _counter_limits(ctx: LoweringContext, value: Value, counters: dict[Value, LoopVariable]) -> Optional[list[int]]:
+    op = value.op
+    if op.type == "LogicalAnd" and len(op.operands) == 2:
+        parts = [_counter_limits(ctx, forwarded_source(v), counters) for v in op.operands]
+        return None if None in parts else [n for part in parts for n in part]  # type: ignore[union-attr]
+    if op.type == "Less" and len(op.operands) == 2 and forwarded_source(op.operands[0]) in counters:
+        limit = _number(ctx, op.operands[1])
+        return None if limit is None or limit < 0 else [limit]
+    return None
+
+
+def _reserved_count(ctx: LoweringContext, value: Value) -> Optional[int]:
+    """The item count of the TensorListReserve `value` comes from (through Enters and identities)."""
+    while value.op.type in _LIST_CARRIERS:
+        value = value.op.operands[0]
+    return _number(ctx, value.op.operands[1]) if value.op.type == "TensorListReserve" else None
+
+
+def _number(ctx: LoweringContext, value: Value) -> Optional[int]:
+    """A scalar integer known at export time, looked for through Enters and identities."""
+    while True:
+        found = const_array(value)
+        found = ctx.constant(value) if found is None else found
+        if found is not None:
+            arr = np.asarray(found)
+            return int(arr.reshape(())) if arr.size == 1 and arr.dtype.kind in "iu" else None
+        if value.op.type not in _LIST_CARRIERS or not value.op.operands:
+            return None
+        value = value.op.operands[0]

@@ -1,0 +1,259 @@
+"""TF1 TensorArrays (V3) rewritten as TensorLists, which the exporter stores as one dense tensor.
+
+`tf.map_fn`, `tf.scan`, `tf.foldl`, `dynamic_rnn` and a `tf.TensorArray` in a
+`tf.compat.v1.while_loop` build a TensorArrayV3: a resource handle, and a
+dummy float "flow" that every write returns and every access takes, threaded
+through the loop's Enter/Merge/Switch/NextIteration/Exit so the dataflow
+orders the accesses.  Made the array's value, the flow is exactly a
+TensorList: each write returns a new list, each read reads the list it is
+given.  So for each array whose flow reaches only control flow, identities
+and accesses of that same array, the rewrite
+
+- creates the list where the array was created: a TensorListReserve of its
+  size, or, for TensorArray.unstack (a scatter of `range(size)` into the new
+  array), a TensorListFromTensor of the unstacked tensor;
+- turns WriteV3 into TensorListSetItem, ReadV3 into TensorListGetItem,
+  GatherV3 (TensorArray.stack) into TensorListGather and SizeV3 into
+  TensorListLength, each reading the flow it read before;
+- retypes the flow's carriers to variant, and drops the handle, its Enters
+  and CloseV3.
+
+ops_tensor_list.py then lowers the lists, inside a loop or out, with no ONNX
+sequence types.  Storing a list densely needs the item rank at export time;
+it is taken from the array's element_shape, its gathers' and the shapes of
+what is written.  An array that grows (dynamic_size), or one that is split,
+concatenated, or scattered other than by unstack, stays as it is and is
+refused by name when lowered.  The runtime runs TensorArrays natively
+(runtime/kernels/tensor_array.py); this rewrite exists only for ONNX.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Collection, Optional
+
+import numpy as np
+
+from compiler.analysis import analyze
+from compiler.analysis.order import reachable_ops, topological_order
+from compiler.ir.dtypes import DType
+from compiler.ir.graph import Graph, IRError, Op, Value
+from compiler.ir.shapes import Shape
+from compiler.rewrite.constants import const_array
+from compiler.rewrite.edit import add_const
+
+# Ops that hand the flow (or the handle) on unchanged; Switch hands it to both results.
+_FLOW_CARRIERS = frozenset({
+    "Enter", "RefEnter", "Merge", "RefMerge", "Switch", "RefSwitch", "Exit", "RefExit",
+    "NextIteration", "RefNextIteration", "Identity", "Snapshot",
+})
+_HANDLE_CARRIERS = frozenset({"Enter", "RefEnter", "Identity", "Snapshot"})
+# Access op -> the operand slot of its flow.  Write and Scatter return the next flow.
+_FLOW_SLOT = {"TensorArrayWriteV3": 3, "TensorArrayScatterV3": 3, "TensorArrayReadV3": 2,
+              "TensorArrayGatherV3": 2, "TensorArraySizeV3": 1}
+_MAKES_FLOW = frozenset({"TensorArrayWriteV3", "TensorArrayScatterV3"})
+# What the export can write (as lists) when the conditions above hold.
+EXPORTED_OP_TYPES = frozenset(_FLOW_SLOT) | {"TensorArrayV3", "TensorArrayCloseV3"}
+
+
+@dataclass
+class TensorArrayUse:
+    """One TensorArrayV3 and everything its handle and flow reach."""
+
+    create: Op
+    element_shape: tuple[int, ...]             # -1: a dimension unknown at export time
+    accesses: list[Op] = field(default_factory=list)
+    carriers: list[Op] = field(default_factory=list)
+    flows: set[Value] = field(default_factory=set)
+    handle_carriers: list[Op] = field(default_factory=list)
+    handle_users: list[Op] = field(default_factory=list)
+    closes: list[Op] = field(default_factory=list)
+    unstack: Optional[Op] = None               # the ScatterV3 that fills the new array with a whole tensor
+
+
+def find_tensor_arrays(graph: Graph, named: Collection[str] = ()) -> list[TensorArrayUse]:
+    """Every TensorArrayV3 the rewrite can turn into a list; `named` ops must keep what they compute."""
+    found = []
+    for op in graph:
+        if op.type == "TensorArrayV3":
+            use = _match(op, named)
+            if use is not None:
+                found.append(use)
+    return found
+
+
+def _match(create: Op, named: Collection[str]) -> Optional[TensorArrayUse]:
+    if bool(create.attr("dynamic_size", False)) or create.name in named or create.control_users:
+        return None
+    use = TensorArrayUse(create, ())
+    if not _follow_handle(use) or not _follow_flow(use) or not set(use.handle_users) <= set(use.accesses):
+        return None  # (an access of this handle that this flow does not reach reads another array's flow)
+    if any(op.name in named for op in use.carriers + use.handle_carriers)\
+            or any(op.name in named and op.type in _MAKES_FLOW for op in use.accesses):
+        return None
+    shape = _element_shape(use)
+    if shape is None:
+        return None
+    use.element_shape = shape
+    use.unstack = _unstack(use)
+    if any(op.type == "TensorArrayScatterV3" and op is not use.unstack for op in use.accesses):
+        return None
+    return use
+
+
+def _follow_handle(use: TensorArrayUse) -> bool:
+    """The handle reaches only accesses (as their handle) and closes, through Enters and identities."""
+    pending = [use.create.results[0]]
+    while pending:
+        value = pending.pop()
+        for user, slot in value.uses:
+            if user.type in _HANDLE_CARRIERS and slot == 0 and not user.control_users:
+                use.handle_carriers.append(user)
+                pending.append(user.results[0])
+            elif user.type == "TensorArrayCloseV3" and not user.control_users:
+                use.closes.append(user)
+            elif user.type in _FLOW_SLOT and slot == 0:
+                use.handle_users.append(user)
+            else:
+                return False
+    return True
+
+
+def _follow_flow(use: TensorArrayUse) -> bool:
+    """The flow reaches only carriers and accesses of this array; every access's handle is its own."""
+    handles = {use.create.results[0]} | {op.results[0] for op in use.handle_carriers}
+    pending = [use.create.results[1]]
+    use.flows.add(use.create.results[1])
+    while pending:
+        value = pending.pop()
+        for user, slot in value.uses:
+            if user.type in _FLOW_CARRIERS and (slot == 0 or user.type in ("Merge", "RefMerge")):
+                new = user.results[:2] if user.type in ("Switch", "RefSwitch") else user.results[:1]
+            elif _FLOW_SLOT.get(user.type) == slot and user.operands[0] in handles:
+                new = user.results[:1] if user.type in _MAKES_FLOW else []
+            else:
+                return False
+            group = use.carriers if user.type in _FLOW_CARRIERS else use.accesses
+            if user not in group:
+                group.append(user)
+            for result in new:
+                if result not in use.flows:
+                    use.flows.add(result)
+                    pending.append(result)
+    merged_whole = all(v in use.flows for op in use.carriers if op.type in ("Merge", "RefMerge") for v in op.operands)
+    return merged_whole and all(op.operands[0] in use.flows for op in use.carriers)
+
+
+def _element_shape(use: TensorArrayUse) -> Optional[tuple[int, ...]]:
+    """The items' shape as far as the array's attribute, its gathers and its writes tell; None while
+    the rank is unknown or they disagree."""
+    shapes = [use.create.attr("element_shape")]
+    for op in use.accesses:
+        if op.type == "TensorArrayGatherV3":
+            shapes.append(op.attr("element_shape"))
+        elif op.type == "TensorArrayWriteV3":
+            shapes.append(op.operands[2].shape)
+        elif op.type == "TensorArrayScatterV3":
+            dims = op.operands[2].shape.dims
+            shapes.append(Shape(dims[1:]) if dims else None)
+    merged: Optional[list[Optional[int]]] = None
+    for shape in shapes:
+        dims = getattr(shape, "dims", None)
+        if dims is None:
+            continue
+        if merged is None:
+            merged = list(dims)
+        elif len(merged) != len(dims) or any(a is not None and b is not None and a != b for a, b in zip(merged, dims)):
+            return None
+        else:
+            merged = [a if a is not None else b for a, b in zip(merged, dims)]
+    return None if merged is None else tuple(-1 if d is None else int(d) for d in merged)
+
+
+def _every_item(access: Op, use: TensorArrayUse) -> bool:
+    """Whether a gather's or scatter's indices (operand 1) are `range(size)`, known at export time:
+    every item, in order.  (TF writes them as a Range to the array's size, which for an array that
+    cannot grow is the size it was created with; before -O2 folds it, the exporter computes it.)"""
+    size, found = _static(use.create.operands[0]), _static(access.operands[1])
+    if size is None or found is None or found.ndim != 1 or size.size != 1 or found.size != int(size.reshape(())):
+        return False
+    return np.array_equal(found, np.arange(found.size))
+
+
+def _static(value: Value) -> Optional[np.ndarray]:
+    """`value` when the exporter can compute it from constants and the inputs' stated shapes."""
+    found = const_array(value)
+    if found is not None:
+        return found
+    try:
+        info = analyze(topological_order(value.op.graph, reachable_ops([value])))
+    except IRError:  # a cycle (the value is computed in a loop)
+        return None
+    found = info.constant(value)
+    return None if found is None else np.asarray(found)
+
+
+def _is_scalar(value: Value, number: int) -> bool:
+    found = const_array(value)
+    return found is not None and found.size == 1 and found.reshape(()) == number
+
+
+def _unstack(use: TensorArrayUse) -> Optional[Op]:
+    """The scatter of `range(size)` straight into the new array (TensorArray.unstack), if that is how
+    it is filled: then the list is the tensor itself.  (Scatter and gather both take their indices
+    as operand 1.)"""
+    first = [user for user, _ in use.create.results[1].uses]
+    if len(first) != 1 or first[0].type != "TensorArrayScatterV3":
+        return None
+    return first[0] if _every_item(first[0], use) else None
+
+
+def rewrite_found(graph: Graph, found: list[TensorArrayUse], named: Collection[str] = ()) -> None:
+    """Turn each array `find_tensor_arrays` found into a TensorList, in place."""
+    for use in found:
+        _rewrite(graph, use)
+
+
+def _rewrite(graph: Graph, use: TensorArrayUse) -> None:
+    create = use.create
+    dtype = create.attr("dtype")
+    shape = add_const(graph, f"{create.name}/element_shape", np.asarray(use.element_shape, np.int64),
+                      DType.INT64, create)
+    list_attrs = {"element_dtype": dtype, "shape_type": DType.INT64}
+    if use.unstack is None:
+        made = graph.create_op("TensorListReserve", graph.unique_name(f"{create.name}/list"),
+                               [shape, create.operands[0]], list_attrs, device=create.device, before=create)
+        create.results[1].replace_all_uses_with(made.results[0])
+    for op in use.carriers:
+        op.attrs["T"] = DType.VARIANT
+        for value in op.results:
+            if value in use.flows:
+                value.dtype, value.shape = DType.VARIANT, Shape(())
+    for op in list(use.accesses):
+        _replace(graph, op, shape, list_attrs, use)
+    for op in use.closes:
+        graph.erase_op(op)
+    for op in reversed(use.handle_carriers):
+        graph.erase_op(op)
+    graph.erase_op(create)
+
+
+def _replace(graph: Graph, op: Op, shape: Value, list_attrs: dict, use: TensorArrayUse) -> None:
+    """One access as the list op reading (or making) the same flow; it takes the access's name."""
+    handle_less = {
+        "TensorArrayWriteV3": ("TensorListSetItem", lambda o: [o[3], o[1], o[2]]),
+        "TensorArrayScatterV3": ("TensorListFromTensor", lambda o: [o[2], shape]),
+        "TensorArrayReadV3": ("TensorListGetItem", lambda o: [o[2], o[1], shape]),
+        "TensorArrayGatherV3": ("TensorListGather", lambda o: [o[2], o[1], shape]),
+        "TensorArraySizeV3": ("TensorListLength", lambda o: [o[1]]),
+    }
+    new_type, operands = handle_less[op.type]
+    attrs = {} if new_type == "TensorListLength" else dict(list_attrs)
+    if op.type == "TensorArrayGatherV3" and _every_item(op, use):  # TensorArray.stack(): the dense list itself
+        new_type, operands = "TensorListStack", (lambda o: [o[2], shape])
+    made = graph.create_op(new_type, graph.unique_name(f"{op.name}/list"), operands(op.operands), attrs,
+                           control_deps=op.control_deps, device=op.device, before=op)
+    op.results[0].replace_all_uses_with(made.results[0])
+    op.hand_control_users_to(made)
+    name = op.name
+    graph.erase_op(op)
+    graph.rename(made, name)
