@@ -62,8 +62,8 @@ GRAPHS = {"map_fn": _map_fn, "scan": _scan, "foldl": _foldl, "while_loop": _writ
           "partly_written": _partly_written}
 
 
-def _tf1_graph(tf, build: Callable) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """(GraphDef bytes, a feed, TF's output) for `out = build(tf, x)` with x: float32[3, 4]."""
+def _tf1_built(tf, build: Callable):
+    """The TF graph `out = build(tf, x)`, x: float32[3, 4], with control flow v1."""
     tf.compat.v1.disable_control_flow_v2()
     try:
         graph = tf.Graph()
@@ -72,6 +72,12 @@ def _tf1_graph(tf, build: Callable) -> tuple[bytes, np.ndarray, np.ndarray]:
             tf.identity(build(tf, x), name="out")
     finally:
         tf.compat.v1.enable_control_flow_v2()
+    return graph
+
+
+def _tf1_graph(tf, build: Callable) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """(GraphDef bytes, a feed, TF's output) for `_tf1_built(tf, build)`."""
+    graph = _tf1_built(tf, build)
     feed = np.random.RandomState(0).uniform(-1, 1, (3, 4)).astype(np.float32)
     with tf.compat.v1.Session(graph=graph) as session:
         want = session.run("out:0", {"x:0": feed})
@@ -127,14 +133,7 @@ def test_a_second_write_to_one_index_fails_as_in_tf() -> None:
     def twice(tf, x):
         return tf.TensorArray(tf.float32, size=2).write(0, x).write(0, x).stack()
 
-    tf.compat.v1.disable_control_flow_v2()
-    try:
-        graph = tf.Graph()
-        with graph.as_default():
-            x = tf.compat.v1.placeholder(tf.float32, [3, 4], name="x")
-            tf.identity(twice(tf, x), name="out")
-    finally:
-        tf.compat.v1.enable_control_flow_v2()
+    graph = _tf1_built(tf, twice)
     feed = np.zeros((3, 4), np.float32)
     with tf.compat.v1.Session(graph=graph) as session, pytest.raises(tf.errors.InvalidArgumentError):
         session.run("out:0", {"x:0": feed})
