@@ -24,9 +24,9 @@ from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.lowering import Argument, lower_bound_ops
 from compiler.backends.onnx.ops_control import known_truth
 from compiler.backends.onnx.ops_tensor_list import list_element_dtype
-from compiler.backends.onnx.scan_outputs import scanned_lists
 from compiler.backends.onnx.recurrent import lower_recurrent
 from compiler.backends.onnx.registry import lowers
+from compiler.backends.onnx.scan_outputs import scanned_lists
 from compiler.backends.onnx.tf1_frames import REGION_LOWERINGS, TF1_CONTROL_FLOW, CondRegion, WhileFrame
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
@@ -108,7 +108,8 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
     _expose(ctx, body, results, [v.initial for v in carried], prefix + "body/out/")
     _expose(ctx, body, items, [s.item for s in scanned], prefix + "body/scan/")
 
-    exits = [v.exit.results[0] if v.exit else v.merged for v in carried] + [s.variable.exit.results[0] for s in scanned]
+    exits = [v.exit.results[0] if v.exit else v.merged for v in carried]
+    exits += [s.variable.exit.results[0] for s in scanned]
     outs = _emit_region_node(ctx, "Loop", ["", first] + [initial[v.merged].tensor for v in carried], exits,
                              frame.name, body=body)
     for var, tensor in zip(carried + [s.variable for s in scanned], outs):

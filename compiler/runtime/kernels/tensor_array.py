@@ -123,7 +123,8 @@ def _create(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     if size < 0:
         raise KernelError(f"size must be non-negative, got {size}")
     checked_shape([size], np.dtype(object).itemsize, "TensorArray")
-    spec = TensorArraySpec(bool(attr(attrs, "dynamic_size", False)), bool(attr(attrs, "identical_element_shapes", False)))
+    spec = TensorArraySpec(bool(attr(attrs, "dynamic_size", False)),
+                           bool(attr(attrs, "identical_element_shapes", False)))
     array = TensorList(dtype_attr(attrs, "dtype"), _shape_attr(attrs, "element_shape"), (None,) * size)
     return [_spec_handle(spec), as_handle(array)]
 
