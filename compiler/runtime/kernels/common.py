@@ -62,6 +62,20 @@ def checked_shape(dims: Sequence[int], itemsize: int, what: str = "result") -> l
     return dims
 
 
+def object_handle(held: object) -> np.ndarray:
+    """A 0-d object array holding `held`: how a table, a list or an array's spec travels between kernels."""
+    handle = np.empty((), dtype=object)
+    handle[()] = held
+    return handle
+
+
+def held_object(handle: np.ndarray, kind: type) -> object:
+    """What `object_handle` put in `handle` when it is a `kind`, else None (the caller names the error)."""
+    arr = np.asarray(handle)
+    held = arr.reshape(())[()] if arr.size == 1 and arr.dtype == object else None
+    return held if isinstance(held, kind) else None
+
+
 def require_rank(x: np.ndarray, rank: int, what: str) -> None:
     """TF's shape check of an operand that must have exactly `rank` dimensions."""
     if x.ndim != rank:

@@ -24,7 +24,7 @@ from typing import Optional
 
 import numpy as np
 
-from .common import dtype_attr
+from .common import dtype_attr, held_object, object_handle
 from .registry import KernelError, kernel
 
 Array = np.ndarray
@@ -137,18 +137,16 @@ def _object_key(key: object) -> object:
 
 def make_handle(table: HashTableResource) -> Array:
     """A 0-d object array holding `table` (what table ops output)."""
-    handle = np.empty((), dtype=object)
-    handle[()] = table
-    return handle
+    return object_handle(table)
 
 
 def table_of(handle: Array) -> HashTableResource:
     """The table behind a handle, or a KernelError naming what arrived instead."""
-    arr = np.asarray(handle)
-    item = arr.reshape(())[()] if arr.size == 1 and arr.dtype == object else None
-    if not isinstance(item, HashTableResource):
+    table = held_object(handle, HashTableResource)
+    if table is None:
+        arr = np.asarray(handle)
         raise KernelError(f"expected a table handle, got an array of {arr.dtype} {list(arr.shape)}")
-    return item
+    return table  # type: ignore[return-value]
 
 
 def _check_types(table: HashTableResource, attrs: Attrs, key_attr: str, value_attr: str) -> None:

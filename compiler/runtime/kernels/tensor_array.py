@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 import numpy as np
 
-from .common import attr, checked_shape, dtype_attr, int_vector, scalar_int
+from .common import attr, checked_shape, dtype_attr, held_object, int_vector, object_handle, scalar_int
 from .registry import KernelError, kernel
-from .tensor_list import ElementShape, TensorList, as_handle, from_handle, merge_shapes
+from .tensor_list import ElementShape, TensorList, as_handle, from_handle, merge_shapes, read_item, stacked_items
 
 Array = np.ndarray
 Attrs = Mapping[str, object]
@@ -46,17 +46,10 @@ def _shape_attr(attrs: Attrs, name: str) -> ElementShape:
 
 
 def _spec(handle: Array) -> TensorArraySpec:
-    arr = np.asarray(handle)
-    found = arr.reshape(-1)[0] if arr.size == 1 else None
-    if not isinstance(found, TensorArraySpec):
+    found = held_object(handle, TensorArraySpec)
+    if found is None:
         raise KernelError("handle is not a TensorArray")
-    return found
-
-
-def _spec_handle(spec: TensorArraySpec) -> Array:
-    handle = np.empty((), dtype=object)
-    handle[()] = spec
-    return handle
+    return found  # type: ignore[return-value]
 
 
 def _writable(spec: TensorArraySpec, array: TensorList, last: int) -> TensorList:
@@ -95,26 +88,11 @@ def _written(spec: TensorArraySpec, array: TensorList, writes: list[tuple[int, A
     return TensorList(array.dtype, shape, tuple(items))
 
 
-def _read_item(array: TensorList, i: int, shape: ElementShape) -> Array:
-    if not 0 <= i < len(array.items):
-        raise KernelError(f"tried to read from index {i} but the array size is {len(array.items)}")
-    item = array.items[i]
-    if item is not None:
-        return item
-    if shape is None or any(d < 0 for d in shape):
-        raise KernelError(f"could not read index {i}: it was never written and the element shape "
-                          f"{None if shape is None else list(shape)} is not fully defined")
-    return np.zeros(checked_shape(shape, array.dtype.itemsize, "TensorArray item"), array.dtype)
-
-
-def _stacked(array: TensorList, indices: list[int], stated: ElementShape) -> Array:
-    shape = merge_shapes(array.element_shape, stated)
-    items = [_read_item(array, i, shape) for i in indices]
-    if items:
-        return np.stack(items)
-    if shape is None or any(d < 0 for d in shape):
-        raise KernelError("cannot gather no items while the element shape is not fully defined")
-    return np.zeros([0, *checked_shape(shape, array.dtype.itemsize, "TensorArray item")], array.dtype)
+def _checked(array: TensorList, indices: list[int]) -> list[int]:
+    for i in indices:
+        if not 0 <= i < len(array.items):
+            raise KernelError(f"tried to read from index {i} but the array size is {len(array.items)}")
+    return indices
 
 
 @kernel("TensorArrayV3")
@@ -126,7 +104,7 @@ def _create(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     spec = TensorArraySpec(bool(attr(attrs, "dynamic_size", False)),
                            bool(attr(attrs, "identical_element_shapes", False)))
     array = TensorList(dtype_attr(attrs, "dtype"), _shape_attr(attrs, "element_shape"), (None,) * size)
-    return [_spec_handle(spec), as_handle(array)]
+    return [object_handle(spec), as_handle(array)]
 
 
 @kernel("TensorArrayWriteV3")
@@ -165,13 +143,16 @@ def _split(attrs: Attrs, inputs: list[Array]) -> list[Array]:
 def _read(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     _spec(inputs[0])
     array = from_handle(inputs[2])
-    return [_read_item(array, scalar_int(inputs[1], "index"), array.element_shape)]
+    i = _checked(array, [scalar_int(inputs[1], "index")])[0]
+    return [read_item(array, i, array.element_shape, "TensorArrayReadV3")]
 
 
 @kernel("TensorArrayGatherV3")
 def _gather(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     _spec(inputs[0])
-    return [_stacked(from_handle(inputs[2]), int_vector(inputs[1]), _shape_attr(attrs, "element_shape"))]
+    array = from_handle(inputs[2])
+    shape = merge_shapes(array.element_shape, _shape_attr(attrs, "element_shape"))
+    return [stacked_items(array, _checked(array, int_vector(inputs[1])), shape, "TensorArrayGatherV3")]
 
 
 @kernel("TensorArrayConcatV3")
@@ -179,7 +160,7 @@ def _concat(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     _spec(inputs[0])
     array = from_handle(inputs[1])
     rest = _shape_attr(attrs, "element_shape_except0")
-    items = [_read_item(array, i, None if rest is None else (-1, *rest)) for i in range(len(array.items))]
+    items = [read_item(array, i, None, "TensorArrayConcatV3") for i in range(len(array.items))]
     if any(item.ndim < 1 for item in items):
         raise KernelError("concatenating needs items of rank 1 or more")
     lengths = np.asarray([item.shape[0] for item in items], np.int64)

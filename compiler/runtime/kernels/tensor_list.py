@@ -21,7 +21,7 @@ import numpy as np
 
 from compiler.ir.dtypes import DType
 
-from .common import attr, checked_shape, dtype_attr, int_vector, scalar_int
+from .common import attr, checked_shape, dtype_attr, held_object, int_vector, object_handle, scalar_int
 from .registry import KernelError, kernel
 
 Array = np.ndarray
@@ -43,16 +43,14 @@ class TensorList:
 
 def as_handle(tensor_list: TensorList) -> Array:
     """The 0-d object array that carries a list between kernels."""
-    handle = np.empty((), dtype=object)
-    handle[()] = tensor_list
-    return handle
+    return object_handle(tensor_list)
 
 
 def from_handle(handle: Array) -> TensorList:
-    found = np.asarray(handle).reshape(-1)[0] if np.asarray(handle).size == 1 else None
-    if not isinstance(found, TensorList):
+    found = held_object(handle, TensorList)
+    if found is None:
         raise KernelError("input is not a TensorList")
-    return found
+    return found  # type: ignore[return-value]
 
 
 def parse_element_shape(shape: Array) -> ElementShape:
@@ -104,16 +102,17 @@ def _check_item(tensor_list: TensorList, item: Array) -> Array:
     return item
 
 
-def _read(tensor_list: TensorList, i: int, shape: ElementShape, what: str) -> Array:
+def read_item(tensor_list: TensorList, i: int, shape: ElementShape, what: str) -> Array:
+    """Item `i` (in range: the caller checked), or zeros of `shape` if it was never set."""
     item = tensor_list.items[i]
     if item is None:
         return _zeros(tensor_list, shape, what)
     return item
 
 
-def _stacked(tensor_list: TensorList, indices: Iterable[int], shape: ElementShape, what: str) -> Array:
+def stacked_items(tensor_list: TensorList, indices: Iterable[int], shape: ElementShape, what: str) -> Array:
     """Items `indices` stacked on a new first axis; no items need a fully known element shape."""
-    items = [_read(tensor_list, i, shape, what) for i in indices]
+    items = [read_item(tensor_list, i, shape, what) for i in indices]
     if not items:
         return np.zeros([0] + list(_zeros(tensor_list, shape, what).shape), tensor_list.dtype)
     return np.stack(items)
@@ -157,7 +156,7 @@ def _from_tensor(attrs: Attrs, inputs: list[Array]) -> list[Array]:
 def _get_item(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     tensor_list = from_handle(inputs[0])
     shape = merge_shapes(tensor_list.element_shape, parse_element_shape(inputs[2]))
-    return [_read(tensor_list, _index(tensor_list, inputs[1]), shape, "TensorListGetItem")]
+    return [read_item(tensor_list, _index(tensor_list, inputs[1]), shape, "TensorListGetItem")]
 
 
 @kernel("TensorListSetItem")
@@ -183,7 +182,7 @@ def _stack(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     set_items = [item for item in tensor_list.items if item is not None]
     if set_items:
         shape = merge_shapes(shape, set_items[0].shape)
-    return [_stacked(tensor_list, range(len(tensor_list.items)), shape, "TensorListStack")]
+    return [stacked_items(tensor_list, range(len(tensor_list.items)), shape, "TensorListStack")]
 
 
 @kernel("TensorListGather")
@@ -191,7 +190,7 @@ def _gather(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     tensor_list = from_handle(inputs[0])
     shape = merge_shapes(tensor_list.element_shape, parse_element_shape(inputs[2]))
     indices = [_index(tensor_list, np.asarray(i)) for i in np.asarray(inputs[1]).reshape(-1)]
-    return [_stacked(tensor_list, indices, shape, "TensorListGather")]
+    return [stacked_items(tensor_list, indices, shape, "TensorListGather")]
 
 
 @kernel("TensorListLength")
@@ -232,5 +231,5 @@ def _pop_back(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     if not tensor_list.items:
         raise KernelError("cannot pop from an empty list")
     shape = merge_shapes(tensor_list.element_shape, parse_element_shape(inputs[1]))
-    last = _read(tensor_list, len(tensor_list.items) - 1, shape, "TensorListPopBack")
+    last = read_item(tensor_list, len(tensor_list.items) - 1, shape, "TensorListPopBack")
     return [as_handle(tensor_list.replace(tensor_list.items[:-1])), last]
