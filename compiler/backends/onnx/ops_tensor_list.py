@@ -27,7 +27,7 @@ from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 
 # Ops that hand a list through unchanged (control flow and identities), looked through for its dtype.
-_LIST_CARRIERS = frozenset({
+LIST_CARRIERS = frozenset({
     "Enter", "RefEnter", "Merge", "RefMerge", "Switch", "RefSwitch", "Exit", "RefExit",
     "NextIteration", "RefNextIteration", "Identity", "Snapshot",
 })
@@ -46,7 +46,7 @@ def _list_origin(value: Value) -> Optional[Op]:
     seen: set[Value] = set()
     while value not in seen:
         seen.add(value)
-        passes_on = value.op.type in _LIST_CARRIERS or value.op.type == "TensorListSetItem"
+        passes_on = value.op.type in LIST_CARRIERS or value.op.type == "TensorListSetItem"
         if not passes_on or not value.op.operands:
             return value.op
         value = value.op.operands[0]

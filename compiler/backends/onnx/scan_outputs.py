@@ -28,12 +28,11 @@ from typing import Optional
 import numpy as np
 
 from compiler.backends.onnx.context import LoweringContext
-from compiler.backends.onnx.tf1_frames import LoopVariable, WhileFrame, forwarded_source
+from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, LoopVariable, WhileFrame, forwarded_source
 from compiler.ir.graph import Op, Value
 from compiler.rewrite.constants import const_array
 
 _ADDS = frozenset({"Add", "AddV2"})
-_LIST_CARRIERS = frozenset({"Enter", "RefEnter", "Identity", "Snapshot"})
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ def _counter_limits(ctx: LoweringContext, value: Value, counters: dict[Value, Lo
 
 def _reserved_count(ctx: LoweringContext, value: Value) -> Optional[int]:
     """The item count of the TensorListReserve `value` comes from (through Enters and identities)."""
-    while value.op.type in _LIST_CARRIERS:
+    while value.op.type in ENTER_OR_IDENTITY:
         value = value.op.operands[0]
     return _number(ctx, value.op.operands[1]) if value.op.type == "TensorListReserve" else None
 
@@ -123,6 +122,6 @@ def _number(ctx: LoweringContext, value: Value) -> Optional[int]:
         if found is not None:
             arr = np.asarray(found)
             return int(arr.reshape(())) if arr.size == 1 and arr.dtype.kind in "iu" else None
-        if value.op.type not in _LIST_CARRIERS or not value.op.operands:
+        if value.op.type not in ENTER_OR_IDENTITY or not value.op.operands:
             return None
         value = value.op.operands[0]

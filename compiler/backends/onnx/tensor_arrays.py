@@ -35,22 +35,29 @@ import numpy as np
 
 from compiler.analysis import analyze
 from compiler.analysis.order import reachable_ops, topological_order
+from compiler.backends.onnx.ops_tensor_list import LIST_CARRIERS
+from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, MERGE, SWITCH
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, IRError, Op, Value
 from compiler.ir.shapes import Shape
 from compiler.rewrite.constants import const_array
 from compiler.rewrite.edit import add_const
 
-# Ops that hand the flow (or the handle) on unchanged; Switch hands it to both results.
-_FLOW_CARRIERS = frozenset({
-    "Enter", "RefEnter", "Merge", "RefMerge", "Switch", "RefSwitch", "Exit", "RefExit",
-    "NextIteration", "RefNextIteration", "Identity", "Snapshot",
-})
-_HANDLE_CARRIERS = frozenset({"Enter", "RefEnter", "Identity", "Snapshot"})
-# Access op -> the operand slot of its flow.  Write and Scatter return the next flow.
+# The flow passes control flow and identities as a list would (Switch to both results); the handle
+# only enters loops.  Access op -> the operand slot of its flow.  Write and Scatter return the next flow.
 _FLOW_SLOT = {"TensorArrayWriteV3": 3, "TensorArrayScatterV3": 3, "TensorArrayReadV3": 2,
               "TensorArrayGatherV3": 2, "TensorArraySizeV3": 1}
 _MAKES_FLOW = frozenset({"TensorArrayWriteV3", "TensorArrayScatterV3"})
+# Access -> (the list op, the access's operands it takes, whether the element shape follows them).
+# TensorArray.stack() (a gather of every item) is the dense list itself: a Stack.
+_AS_LIST_OP = {
+    "TensorArrayWriteV3": ("TensorListSetItem", (3, 1, 2), False),
+    "TensorArrayScatterV3": ("TensorListFromTensor", (2,), True),
+    "TensorArrayReadV3": ("TensorListGetItem", (2, 1), True),
+    "TensorArrayGatherV3": ("TensorListGather", (2, 1), True),
+    "TensorArrayStack": ("TensorListStack", (2,), True),
+    "TensorArraySizeV3": ("TensorListLength", (1,), False),
+}
 # What the export can write (as lists) when the conditions above hold.
 EXPORTED_OP_TYPES = frozenset(_FLOW_SLOT) | {"TensorArrayV3", "TensorArrayCloseV3"}
 
@@ -106,7 +113,7 @@ def _follow_handle(use: TensorArrayUse) -> bool:
     while pending:
         value = pending.pop()
         for user, slot in value.uses:
-            if user.type in _HANDLE_CARRIERS and slot == 0 and not user.control_users:
+            if user.type in ENTER_OR_IDENTITY and slot == 0 and not user.control_users:
                 use.handle_carriers.append(user)
                 pending.append(user.results[0])
             elif user.type == "TensorArrayCloseV3" and not user.control_users:
@@ -126,20 +133,20 @@ def _follow_flow(use: TensorArrayUse) -> bool:
     while pending:
         value = pending.pop()
         for user, slot in value.uses:
-            if user.type in _FLOW_CARRIERS and (slot == 0 or user.type in ("Merge", "RefMerge")):
-                new = user.results[:2] if user.type in ("Switch", "RefSwitch") else user.results[:1]
+            if user.type in LIST_CARRIERS and (slot == 0 or user.type in MERGE):
+                new = user.results[:2] if user.type in SWITCH else user.results[:1]
             elif _FLOW_SLOT.get(user.type) == slot and user.operands[0] in handles:
                 new = user.results[:1] if user.type in _MAKES_FLOW else []
             else:
                 return False
-            group = use.carriers if user.type in _FLOW_CARRIERS else use.accesses
+            group = use.carriers if user.type in LIST_CARRIERS else use.accesses
             if user not in group:
                 group.append(user)
             for result in new:
                 if result not in use.flows:
                     use.flows.add(result)
                     pending.append(result)
-    merged_whole = all(v in use.flows for op in use.carriers if op.type in ("Merge", "RefMerge") for v in op.operands)
+    merged_whole = all(v in use.flows for op in use.carriers if op.type in MERGE for v in op.operands)
     return merged_whole and all(op.operands[0] in use.flows for op in use.carriers)
 
 
@@ -192,11 +199,6 @@ def _static(value: Value) -> Optional[np.ndarray]:
     return None if found is None else np.asarray(found)
 
 
-def _is_scalar(value: Value, number: int) -> bool:
-    found = const_array(value)
-    return found is not None and found.size == 1 and found.reshape(()) == number
-
-
 def _unstack(use: TensorArrayUse) -> Optional[Op]:
     """The scatter of `range(size)` straight into the new array (TensorArray.unstack), if that is how
     it is filled: then the list is the tensor itself.  (Scatter and gather both take their indices
@@ -239,18 +241,11 @@ def _rewrite(graph: Graph, use: TensorArrayUse) -> None:
 
 def _replace(graph: Graph, op: Op, shape: Value, list_attrs: dict, use: TensorArrayUse) -> None:
     """One access as the list op reading (or making) the same flow; it takes the access's name."""
-    handle_less = {
-        "TensorArrayWriteV3": ("TensorListSetItem", lambda o: [o[3], o[1], o[2]]),
-        "TensorArrayScatterV3": ("TensorListFromTensor", lambda o: [o[2], shape]),
-        "TensorArrayReadV3": ("TensorListGetItem", lambda o: [o[2], o[1], shape]),
-        "TensorArrayGatherV3": ("TensorListGather", lambda o: [o[2], o[1], shape]),
-        "TensorArraySizeV3": ("TensorListLength", lambda o: [o[1]]),
-    }
-    new_type, operands = handle_less[op.type]
+    access = "TensorArrayStack" if op.type == "TensorArrayGatherV3" and _every_item(op, use) else op.type
+    new_type, slots, with_shape = _AS_LIST_OP[access]
+    operands = [op.operands[i] for i in slots] + ([shape] if with_shape else [])
     attrs = {} if new_type == "TensorListLength" else dict(list_attrs)
-    if op.type == "TensorArrayGatherV3" and _every_item(op, use):  # TensorArray.stack(): the dense list itself
-        new_type, operands = "TensorListStack", (lambda o: [o[2], shape])
-    made = graph.create_op(new_type, graph.unique_name(f"{op.name}/list"), operands(op.operands), attrs,
+    made = graph.create_op(new_type, graph.unique_name(f"{op.name}/list"), operands, attrs,
                            control_deps=op.control_deps, device=op.device, before=op)
     op.results[0].replace_all_uses_with(made.results[0])
     op.hand_control_users_to(made)

@@ -35,6 +35,8 @@ LOOP_COND = frozenset({"LoopCond"})
 TF1_CONTROL_FLOW = ENTER | EXIT | MERGE | SWITCH | NEXT_ITERATION | LOOP_COND
 # Ops that pass their operand through unchanged, looked through when matching loop variables.
 FORWARDING = frozenset({"Identity", "Snapshot", "StopGradient"})
+# What carries a value from outside a loop in unchanged: Enters and plain identities.
+ENTER_OR_IDENTITY = ENTER | frozenset({"Identity", "Snapshot"})
 
 
 @dataclass
