@@ -97,7 +97,8 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
         inside[var.merged] = Argument(spec.name, ctx.shape(var.merged))
         if var.body_input is not None:
             inside[var.body_input] = inside[var.merged]
-    body_ops = [op for op in frame.body_ops if op not in {s.set_item for s in scanned}]
+    set_items = {s.set_item for s in scanned}  # their items become scan outputs; the lists are not carried
+    body_ops = [op for op in frame.body_ops if op not in set_items]
     results = lower_bound_ops(ctx, body_ops, body, prefix + "body/", {**outer, **inside},
                               [v.body_output for v in carried] + [s.item for s in scanned])
     results, items = results[:len(carried)], results[len(carried):]
