@@ -226,6 +226,20 @@ def test_roll_sums_shifts_per_axis_and_keeps_the_layout():
     assert counts["Concat"] == 3
 
 
+@pytest.mark.parametrize("shifts", [[0, 0], [3, -1], [-13, 7], [5, 10]])
+def test_roll_by_a_shift_known_only_at_run_time(shifts):
+    """A TF2 loop rolls by its counter: the cut point is size - shift mod size, computed in the graph,
+    also on a channels-first conv output and an axis of unknown size."""
+    rng = np.random.default_rng(10)
+    b = Builder()
+    x, v, shift = b.input("x", [1, 4, 5, 2]), b.input("v", [None, 3]), b.input("shift", [2], DType.INT32)
+    y = declared(integer_conv(b, x, 3, rng), [1, 4, 5, 3])
+    outputs = [b("Roll", y, shift, ints(b, [1, -1]), Tshift=DType.INT32, Taxis=DType.INT32),
+               b("Roll", v, shift, ints(b, [0, 1]), Tshift=DType.INT32, Taxis=DType.INT32)]
+    check(b, {"x": integer_image(rng, (1, 4, 5, 2)), "v": np.arange(18, dtype=np.float32).reshape(6, 3),
+              "shift": np.asarray(shifts, np.int32)}, outputs)
+
+
 @pytest.mark.parametrize("seq_dim, batch_dim", [(1, 0), (0, 1), (2, 0), (0, 2), (1, 2)])
 def test_reverse_sequence(seq_dim, batch_dim):
     rng = np.random.default_rng(9)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 import numpy as np
+from onnx import TensorProto
 
 from compiler.backends.onnx import conv1d, layout, opset, repeat_resize
 from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, Lowered, LoweringContext
@@ -780,9 +781,12 @@ def _where(ctx: LoweringContext, op: Op) -> None:
 @lowers("Roll")
 def _roll(ctx: LoweringContext, op: Op) -> None:
     """Per rolled axis, its tail then its head (Slice, Slice, Concat); shifts of one axis add up."""
-    shifts = [int(s) for s in ctx.const_operand(op, 1, "the shift").reshape(-1)]
     axes = [int(a) for a in ctx.const_operand(op, 2, "the axis").reshape(-1)]
     dims = ctx.shape(op.operands[0]).dims
+    if ctx.constant(op.operands[1]) is None and dims is not None:
+        _roll_at_run_time(ctx, op, axes, len(dims))
+        return
+    shifts = [int(s) for s in ctx.const_operand(op, 1, "the shift").reshape(-1)]
     if dims is None or len(shifts) != len(axes):
         raise UnsupportedOpError(op.type, op.name, "needs a known input rank and one shift per axis")
     total: dict[int, int] = {}
@@ -803,6 +807,31 @@ def _roll(ctx: LoweringContext, op: Op) -> None:
         x = ctx.emit1(op, "Concat", parts, axis=stored) if last else \
             ctx.helper1(op, f"rolled{axis}", "Concat", parts, axis=stored)
     ctx.bind(op.results[0], x if rolled else found.tensor, found.perm)
+
+
+def _roll_at_run_time(ctx: LoweringContext, op: Op, axes: list[int], rank: int) -> None:
+    """A shift known only at run time (a Roll in a loop, by its counter): per axis, the cut point
+    size - shift mod size computed in the graph.  Each axis must appear once."""
+    wrapped = [a % rank if rank else a for a in axes]
+    if not rank or len(set(wrapped)) != len(wrapped) or any(not 0 <= a < rank for a in wrapped):
+        raise UnsupportedOpError(op.type, op.name, "a shift known only at run time needs a known input rank "
+                                                   "and each axis once")
+    found = ctx.lowered(op.operands[0])
+    shifts = ctx.helper1(op, "shifts", "Cast", [ctx.helper1(op, "shift_vector", "Reshape", [
+        ctx.operand(op, 1), ctx.ints([-1], f"{op.name}/flat")])], to=TensorProto.INT64)
+    x = found.tensor
+    for n, axis in enumerate(wrapped):
+        stored = layout.physical_axis(axis, found.perm, rank)
+        at = ctx.ints([stored], f"{op.name}/axis{axis}")
+        size = ctx.helper1(op, f"size{axis}", "Max", [shape_slice(ctx, op, x, stored, stored + 1, f"dim{axis}"),
+                                                      ctx.ints([1], f"{op.name}/one")])  # an empty axis: no roll
+        shift = ctx.helper1(op, f"shift{axis}", "Gather", [shifts, ctx.ints([n], f"{op.name}/entry{n}")], axis=0)
+        cut = ctx.helper1(op, f"cut{axis}", "Sub", [size, ctx.helper1(op, f"mod{axis}", "Mod", [shift, size])])
+        tail = ctx.helper1(op, f"tail{axis}", "Slice", [x, cut, ctx.ints([INT64_MAX], "to_end"), at])
+        head = ctx.helper1(op, f"head{axis}", "Slice", [x, ctx.ints([0], "zero_1d"), cut, at])
+        x = ctx.emit1(op, "Concat", [tail, head], axis=stored) if n == len(wrapped) - 1 else \
+            ctx.helper1(op, f"rolled{axis}", "Concat", [tail, head], axis=stored)
+    ctx.bind(op.results[0], x, found.perm)
 
 
 @lowers("ReverseSequence")
