@@ -156,9 +156,10 @@ def tf2onnx_op_types() -> tuple[set[str], str]:
 
 
 def gttc_lowered() -> set[str]:
-    """Op types with a lowering, plus those an export rewrite turns into lowered ops (TF1 TensorArrays)."""
+    """Op types with a lowering, plus those an export rewrite turns into lowered ops (TF1 TensorArrays,
+    a lowered switch_case's _SwitchN)."""
+    from compiler.backends.onnx.export_rewrites import EXPORTED_OP_TYPES
     from compiler.backends.onnx.registry import LOWERINGS
-    from compiler.backends.onnx.tensor_arrays import EXPORTED_OP_TYPES
 
     importlib.import_module("compiler.backends.onnx")  # imports every lowering module
 

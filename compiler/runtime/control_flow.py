@@ -3,7 +3,8 @@
 TensorFlow 1 expresses `cond` and `while_loop` with Switch/Merge (a dead
 token flows down the untaken branch), Enter/Exit (move a value into or out
 of a loop frame), NextIteration (move it to the next iteration) and
-LoopCond.  This executor follows TF's own executor: every token lives in a
+LoopCond; a frozen TF2 `switch_case` lowers to _SwitchN, an N-way Switch on
+an index.  This executor follows TF's own executor: every token lives in a
 *context* -- the chain of (frame, iteration) pairs it was produced in -- and
 an op fires in a context once all its inputs there have arrived; an op with
 a dead input produces dead outputs (Merge fires on its first live input).
@@ -24,7 +25,7 @@ from compiler.limits import LoopWork, check_loop_iterations
 from compiler.runtime.op_eval import InterpreterError
 
 TF1_CONTROL_FLOW_OPS = frozenset({
-    "Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter", "Exit", "RefExit",
+    "Switch", "RefSwitch", "_SwitchN", "Merge", "RefMerge", "Enter", "RefEnter", "Exit", "RefExit",
     "NextIteration", "RefNextIteration", "LoopCond", "ControlTrigger",
 })
 _SWITCH = ("Switch", "RefSwitch")
@@ -166,6 +167,8 @@ class FrameExecutor:
             self._fire_merge(op, ctx, inputs)
         elif op.type in _SWITCH:
             self._fire_switch(op, ctx, inputs, state.control_dead)
+        elif op.type == "_SwitchN":
+            self._fire_switch_n(op, ctx, inputs, state.control_dead)
         elif op.type in _ENTER:
             self._fire_enter(op, ctx, inputs[0] if not state.control_dead else DEAD)
         elif op.type in _EXIT:
@@ -208,6 +211,21 @@ class FrameExecutor:
             self._emit(op, ctx, [DEAD, data], dead=False)
         else:
             self._emit(op, ctx, [data, DEAD], dead=False)
+
+    def _fire_switch_n(self, op: Op, ctx: Context, inputs: list, control_dead: bool) -> None:
+        """A lowered `switch_case`: the data goes to output `index`, or to the last output (the
+        default branch) for an index out of range, as TF's kernel does."""
+        data, index = inputs
+        count = len(op.results)
+        if control_dead or data is DEAD or index is DEAD:
+            self._emit(op, ctx, [DEAD] * count, dead=True)
+            return
+        if np.size(index) != 1 or np.asarray(index).dtype.kind not in "iu":
+            raise InterpreterError(f"_SwitchN '{op.name}': output_index must be an integer scalar, got "
+                                   f"{np.asarray(index).dtype} of shape {np.shape(index)}")
+        taken = int(np.asarray(index).reshape(()))
+        taken = taken if 0 <= taken < count else count - 1
+        self._emit(op, ctx, [data if i == taken else DEAD for i in range(count)], dead=False)
 
     def _fire_enter(self, op: Op, ctx: Context, token: object) -> None:
         frame_name = _frame_name(op)

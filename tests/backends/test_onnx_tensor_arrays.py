@@ -5,6 +5,8 @@ The graphs are tests/runtime/test_tensor_array_kernels.py's (which runs them in 
 each is exported at -O0 and -O2, fully checked and run by onnxruntime."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import onnx
 import pytest
@@ -14,7 +16,9 @@ from compiler.backends.onnx.tensor_arrays import find_tensor_arrays
 from compiler.frontends.graphdef import load_graph_bytes
 from compiler.runtime.onnx_runner import run_onnx
 from tests.backends.test_onnx_tf1_control_flow import op_types
-from tests.runtime.test_tensor_array_kernels import GRAPHS, _grown, _o2, _tf1_graph
+from compiler.passes import run_pipeline
+from compiler.passes.levels import preset_pipeline
+from tests.runtime.test_tensor_array_kernels import GRAPHS, _grown, _o2, _tf1_built, _tf1_graph
 
 pytestmark = pytest.mark.tf
 
@@ -69,14 +73,110 @@ def test_a_loop_that_may_stop_early_keeps_its_list_carried() -> None:
     np.testing.assert_allclose(run_onnx(result.model, {"x": feed}, ["out"])["out"], want, rtol=1e-5, atol=1e-6)
 
 
-def test_a_growing_array_is_refused_by_name() -> None:
-    """dynamic_size: a dense tensor cannot grow (the runtime still runs it)."""
+def _until_small(tf, x):
+    """A growing array written once per iteration of a loop that stops on the data: as many items
+    as iterations, none for an input that is already small."""
+    array = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[4])
+
+    def body(i, array, h):
+        h = h * 0.5
+        return i + 1, array.write(i, tf.reduce_sum(h, 0)), h
+
+    _, array, _ = tf.compat.v1.while_loop(lambda i, array, h: tf.reduce_max(tf.abs(h)) > 0.05, body,
+                                          [tf.constant(0), array, x])
+    return tf.concat([array.stack(), tf.fill([1, 4], tf.cast(array.size(), tf.float32))], 0)
+
+
+def _written_past_its_size(tf, x):
+    """No loop: a growing array of size 1 written at 0 and 2; item 1 reads as zeros."""
+    array = tf.TensorArray(tf.float32, size=1, dynamic_size=True, element_shape=[3, 4])
+    return array.write(0, x).write(2, tf.exp(x)).stack()
+
+
+GROWING = {"counted_loop": _grown, "until_small": _until_small, "written_past_its_size": _written_past_its_size}
+
+
+@pytest.mark.parametrize("at_o2", [False, True])
+@pytest.mark.parametrize("name", sorted(GROWING))
+def test_growing_arrays_export_and_match_tf(name: str, at_o2: bool) -> None:
+    """dynamic_size: each write past the end pads the dense list with zero items first."""
     tf = pytest.importorskip("tensorflow")
-    data, _, _ = _tf1_graph(tf, _grown)
-    graph = load_graph_bytes(data)
-    assert not find_tensor_arrays(graph)
-    with pytest.raises(UnsupportedOpError, match="TensorArrayV3"):
-        export_with_report(graph, ["x"], ["out"])
+    graph = _tf1_built(tf, GROWING[name])
+    small = np.full((3, 4), 0.01, np.float32)
+    feeds = [np.random.RandomState(0).uniform(-1, 1, (3, 4)).astype(np.float32), small]
+    with tf.compat.v1.Session(graph=graph) as session:
+        wants = [session.run("out:0", {"x:0": feed}) for feed in feeds]
+    data = graph.as_graph_def().SerializeToString()
+    result = export_with_report(_o2(data) if at_o2 else load_graph_bytes(data), ["x"], ["out"])
+    onnx.checker.check_model(result.model, full_check=True)
+    assert result.report.stats["tensor_arrays"] == 1
+    for feed, want in zip(feeds, wants):
+        got = run_onnx(result.model, {"x": feed}, ["out"])["out"]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_a_growing_array_filled_once_per_iteration_is_a_scan_output_even_for_no_iteration() -> None:
+    """However many times the loop runs, the array ends with one item per iteration: the Loop's
+    scan output, declared with the item's shape so that zero iterations stack [0, 4]."""
+    tf = pytest.importorskip("tensorflow")
+    data, feed, want = _tf1_graph(tf, _until_small)
+    result = export_with_report(_o2(data), ["x"], ["out"])
+    assert result.report.stats["scan_outputs"] == 1
+    assert "ScatterND" not in op_types(result.model)
+    np.testing.assert_allclose(run_onnx(result.model, {"x": feed}, ["out"])["out"], want, rtol=1e-6)
+    none = run_onnx(result.model, {"x": np.full((3, 4), 0.01, np.float32)}, ["out"])["out"]
+    np.testing.assert_array_equal(none, np.zeros((1, 4), np.float32))  # no items, size 0
+
+
+def _tf2_frozen(tf, build: Callable) -> tuple[bytes, str, str, np.ndarray, np.ndarray]:
+    """A tf.function `build(tf, x)`, x: float32[3, 4], frozen the way Keras models are (its while
+    loop lowered to Enter/Merge/Switch frames, its TensorArray a TensorList of unknown rank):
+    (bytes, the input and output names, a feed, TF's output)."""
+    from tools.make_fixtures import freeze_concrete_function
+
+    function = tf.function(lambda x: build(tf, x), input_signature=[tf.TensorSpec([3, 4], tf.float32, name="x")])
+    graph_def, inputs, outputs = freeze_concrete_function(function.get_concrete_function())
+    feed = np.random.RandomState(0).uniform(-1, 1, (3, 4)).astype(np.float32)
+    want = function(tf.constant(feed)).numpy()
+    return graph_def.SerializeToString(), inputs[0], outputs[0], feed, want
+
+
+def _tf2_range_loop(tf, x):
+    array = tf.TensorArray(tf.float32, size=5)
+    h = x
+    for i in tf.range(5):
+        h = tf.tanh(h + 0.1)
+        array = array.write(i, h)
+    return array.stack()
+
+
+def _tf2_until_small(tf, x):
+    array = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    h, i = x, tf.constant(0)
+    while tf.reduce_max(tf.abs(h)) > 0.05:
+        h = h * 0.5
+        array = array.write(i, tf.reduce_sum(h, 1))
+        i += 1
+    return array.stack()
+
+
+@pytest.mark.parametrize("build", [_tf2_range_loop, _tf2_until_small])
+def test_tf2_tensor_arrays_of_unknown_rank_take_the_written_items_rank(build: Callable) -> None:
+    """The list is reserved with an unknown element rank; the export gives it the rank of what the
+    loop writes, and the loop's one write per iteration becomes a scan output."""
+    tf = pytest.importorskip("tensorflow")
+    data, x, out, feed, want = _tf2_frozen(tf, build)
+    reserves = [op for op in load_graph_bytes(data) if op.type == "TensorListReserve"]
+    assert [np.ndim(op.operands[0].op.attrs["value"].numpy()) for op in reserves] == [0]  # unknown rank
+    for at_o2 in (False, True):
+        graph = run_pipeline(load_graph_bytes(data), preset_pipeline(2)[0], [x], [out]).graph if at_o2 \
+            else load_graph_bytes(data)
+        result = export_with_report(graph, [x], [out])
+        onnx.checker.check_model(result.model, full_check=True)
+        assert result.report.stats["list_element_shapes"] == 1
+        assert result.report.stats.get("scan_outputs", 0) == at_o2
+        np.testing.assert_allclose(run_onnx(result.model, {x: feed}, [out])[out], want, rtol=1e-5, atol=1e-6)
 
 
 def test_an_array_whose_flow_reaches_another_op_is_left_alone() -> None:
@@ -110,3 +210,24 @@ def test_an_access_mixing_two_arrays_leaves_both_alone() -> None:
     assert not find_tensor_arrays(b.graph)
     with pytest.raises(UnsupportedOpError, match="TensorArray"):
         export_with_report(b.graph, ["x"], ["mixed"])
+
+
+def _tf2_nested(tf, x):
+    """An array filled in an inner loop, stacked into an outer one's: the inner items' shape is known
+    only through both loop frames."""
+    outer = tf.TensorArray(tf.float32, size=3)
+    for i in tf.range(3):
+        inner = tf.TensorArray(tf.float32, size=2)
+        for j in tf.range(2):
+            inner = inner.write(j, x * tf.cast(i + j, tf.float32))
+        outer = outer.write(i, tf.reduce_sum(inner.stack(), 0))
+    return outer.stack()
+
+
+def test_a_tf2_array_in_a_nested_loop_takes_the_rank_the_frames_carry() -> None:
+    tf = pytest.importorskip("tensorflow")
+    data, x, out, feed, want = _tf2_frozen(tf, _tf2_nested)
+    result = export_with_report(load_graph_bytes(data), [x], [out])
+    onnx.checker.check_model(result.model, full_check=True)
+    assert result.report.stats["list_element_shapes"] == 2
+    np.testing.assert_allclose(run_onnx(result.model, {x: feed}, [out])[out], want, rtol=1e-6)

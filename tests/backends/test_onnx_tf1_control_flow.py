@@ -142,15 +142,57 @@ def test_a_reserved_list_with_an_unknown_dimension_takes_the_written_items_shape
                                    run_graph(b.graph, feed, ["stacked"])["stacked"], rtol=1e-6)
 
 
-def test_a_reserve_of_unknown_rank_is_refused_by_name():
+def _unknown_rank_list(b: Builder, *items) -> object:
+    """A list reserved with an unknown element rank (as TF2 freezes a TensorArray), `items` set at
+    0, 1, ..., stacked."""
+    unknown = b.const(np.int32(-1))
+    lst = b("TensorListReserve", unknown, b.const(np.int32(len(items))), name="reserve", element_dtype=F32,
+            shape_type=DType.INT32)
+    for i, item in enumerate(items):
+        lst = b("TensorListSetItem", lst, b.const(np.int32(i)), item, element_dtype=F32)
+    return b("TensorListStack", lst, unknown, element_dtype=F32, name="stacked")
+
+
+def test_a_reserve_of_unknown_rank_takes_the_rank_of_what_is_written():
     b = Builder()
     x = b.input("x", [2, 3])
-    lst = b("TensorListReserve", b.const(np.int32(-1)), b.const(np.int32(2)), name="reserve", element_dtype=F32,
-            shape_type=DType.INT32)
-    out = b("TensorListStack", b("TensorListSetItem", lst, b.const(np.int32(0)), x, element_dtype=F32),
-            b.const(np.int32(-1)), element_dtype=F32)
+    _unknown_rank_list(b, x, b("Exp", x))
+    result = export_with_report(b.graph, ["x"], ["stacked"])
+    onnx.checker.check_model(result.model, full_check=True)
+    assert result.report.stats["list_element_shapes"] == 1
+    feed = {"x": np.random.RandomState(0).standard_normal([2, 3]).astype(np.float32)}
+    np.testing.assert_allclose(run_onnx(result.model, feed, ["stacked"])["stacked"],
+                               run_graph(b.graph, feed, ["stacked"])["stacked"], rtol=1e-6)
+
+
+def test_a_reserve_of_unknown_rank_whose_items_disagree_is_refused_by_name():
+    b = Builder()
+    _unknown_rank_list(b, b.input("x", [2, 3]), b.input("y", [6]))
     with pytest.raises(UnsupportedOpError, match=r"'TensorListReserve' \(node 'reserve'\).*element rank"):
-        export(b.graph, ["x"], [out.op.name])
+        export(b.graph, ["x", "y"], ["stacked"])
+
+
+@pytest.mark.parametrize("create", ["EmptyTensorList", "TensorListReserve"])
+def test_writes_past_the_end_of_a_growing_list_pad_it_with_zero_items(create):
+    """resize_if_index_out_of_bounds: a list of unknown batch grows to each index written."""
+    b = Builder()
+    x = b.input("x", [None, 3])
+    shape = b.const(np.asarray([-1, 3], np.int32))
+    second = b.const(np.int32(1))
+    lst = b(create, shape, second, element_dtype=F32, shape_type=DType.INT32)
+    for index, item in ((2, x), (0, b("Exp", x)), (4, b("Neg", x))):
+        lst = b("TensorListSetItem", lst, b.const(np.int32(index)), item, element_dtype=F32,
+                resize_if_index_out_of_bounds=True)
+    b("TensorListStack", lst, shape, element_dtype=F32, name="stacked")
+    b("TensorListLength", lst, name="length")
+    onnx_model = export(b.graph, ["x"], ["stacked", "length"])
+    onnx.checker.check_model(onnx_model, full_check=True)
+    for batch in (1, 4):
+        feed = {"x": np.random.RandomState(batch).standard_normal([batch, 3]).astype(np.float32)}
+        want, got = run_graph(b.graph, feed, ["stacked", "length"]), run_onnx(onnx_model, feed, ["stacked", "length"])
+        assert got["stacked"].shape == (5, batch, 3) and not got["stacked"][[1, 3]].any()
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=name)
 
 
 @pytest.mark.tf

@@ -5,7 +5,8 @@ SpaceToBatchND -> conv -> BatchToSpaceND, a sign bit read through Bitcast),
 need care only in general (Erfc of any argument, where GELU's use of it does
 not), spell one ONNX operator as a dozen (LayerNormalization), spell an affine map as a chain of constant
 arithmetic (Keras' preprocessing layers), compute nothing (a BiasAdd of zeros) or keep
-state ONNX has no place for (a TF1 TensorArray, which is a TensorList in all but name).  Each
+state ONNX has no place for (a TF1 TensorArray, which is a TensorList in all but name), or leave
+to run time what the export must know (a TensorList's item rank).  Each
 rewrite here turns such a spelling into IR that lowers to fewer ONNX nodes,
 computing the same numbers.  They run only on a copy, and only when one of them matches, so
 exporting never changes the caller's graph and costs nothing when nothing
@@ -17,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Sequence
 
-from compiler.backends.onnx import (affine_chains, dilated_convs, gelu_erf, layer_norm, reshaped_batch_norm, sign_bit,
-                                   tensor_arrays, zero_bias)
+from compiler.backends.onnx import (affine_chains, dilated_convs, gelu_erf, layer_norm, list_element_shapes,
+                                   reshaped_batch_norm, sign_bit, switch_n, tensor_arrays, zero_bias)
 from compiler.ir.graph import Graph
 
 
@@ -39,8 +40,14 @@ REWRITES = (
     ExportRewrite("sign_bits", sign_bit.find_sign_bit_tests, sign_bit.rewrite_found),
     ExportRewrite("affine_chains", affine_chains.find_chains, affine_chains.rewrite_found),
     ExportRewrite("reshaped_batch_norms", reshaped_batch_norm.find_sites, reshaped_batch_norm.fold_found),
+    ExportRewrite("switch_cases", switch_n.find_switch_ns, switch_n.rewrite_found),
     ExportRewrite("tensor_arrays", tensor_arrays.find_tensor_arrays, tensor_arrays.rewrite_found),
+    ExportRewrite("list_element_shapes", list_element_shapes.find_unknown_rank_lists,
+                  list_element_shapes.set_found_shapes),
 )
+
+# Op types no lowering handles but a rewrite above turns into ones that do.
+EXPORTED_OP_TYPES = tensor_arrays.EXPORTED_OP_TYPES | switch_n.EXPORTED_OP_TYPES
 
 
 def rewrite_for_export(graph: Graph, named: Collection[str] = ()) -> tuple[Graph, dict[str, int]]:

@@ -19,6 +19,7 @@ from onnx import TensorProto
 from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
+from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.lowering import Argument, lower_function_body
 from compiler.backends.onnx.registry import lowers
 from compiler.frontends.graphdef.functions import Function, lower_function
@@ -62,32 +63,77 @@ def _if(ctx: LoweringContext, op: Op) -> None:
     args = _arguments(ctx, op.operands[1:])
     taken = known_truth(ctx, op.operands[0])
     if taken is not None:
-        _inline_taken_branch(ctx, op, taken, args)
+        label = "then" if taken else "else"
+        _inline_branch(ctx, op, _function(ctx, op, f"{label}_branch"), label, args)
+        ctx.stats["conds_with_known_predicate"] += 1
         return
     cond = _as_bool(ctx, op, ctx.operand(op, 0), ctx.dtype(op.operands[0]), "cond")
-    branches = {}
-    for attr, label in (("then_branch", "then"), ("else_branch", "else")):
-        fn = _function(ctx, op, attr)
-        prefix = f"{ctx.prefix}{op.name}/{label}/"
-        body = GraphBuilder(ctx.scope)
-        results = lower_function_body(ctx, fn, body, prefix, args)
-        _expose_results(ctx, body, results, op.results, fn.result_names, prefix + "out/")
-        branches[attr] = body
+    branches = {attr: _branch_graph(ctx, op, _function(ctx, op, attr), label, args)
+                for attr, label in (("then_branch", "then"), ("else_branch", "else"))}
     outs = ctx.emit(op, "If", [cond], len(op.results), **branches)
     for value, tensor in zip(op.results, outs):
         ctx.bind(value, tensor)
 
 
-def _inline_taken_branch(ctx: LoweringContext, op: Op, taken: bool, args: Sequence[Argument]) -> None:
-    """An If on a condition known at export: only the branch it takes, in the enclosing graph.
-    onnxruntime type-checks both branches of an If, and the one TF never runs may not even have
-    consistent static shapes (Keras builds such conds on a dimension known when it traces)."""
-    label = "then" if taken else "else"
-    fn = _function(ctx, op, f"{label}_branch")
+def _branch_graph(ctx: LoweringContext, op: Op, fn: Function, label: str, args: Sequence[Argument]) -> GraphBuilder:
+    """One branch of a cond or case as an If subgraph."""
+    prefix = f"{ctx.prefix}{op.name}/{label}/"
+    body = GraphBuilder(ctx.scope)
+    results = lower_function_body(ctx, fn, body, prefix, args)
+    _expose_results(ctx, body, results, op.results, fn.result_names, prefix + "out/")
+    return body
+
+
+def _inline_branch(ctx: LoweringContext, op: Op, fn: Function, label: str, args: Sequence[Argument]) -> None:
+    """The one branch that runs, in the enclosing graph.  For a condition known at export this
+    matters beyond size: onnxruntime type-checks both branches of an If, and the one TF never runs
+    may not even have consistent static shapes (Keras builds such conds on a dimension known when
+    it traces)."""
     results = lower_function_body(ctx, fn, ctx.builder, f"{ctx.prefix}{op.name}/{label}/", args)
     for value, tensor in zip(op.results, results):
         ctx.bind(value, tensor)
-    ctx.stats["conds_with_known_predicate"] += 1
+
+
+@lowers("Case", "StatelessCase")
+def _case(ctx: LoweringContext, op: Op) -> None:
+    """One branch per index, the last also for any index out of range (TF's default): nested Ifs on
+    `index == 0`, `index == 1`, ..., or only the branch that runs when the export knows which."""
+    args = _arguments(ctx, op.operands[1:])
+    branches = [lower_function(ctx.library, f.name) for f in op.attr("branches")]
+    if not branches:
+        raise UnsupportedOpError(op.type, op.name, "it has no branches")
+    taken = _known_branch(ctx, op.operands[0], len(branches))
+    if taken is not None:
+        _inline_branch(ctx, op, branches[taken], f"branch{taken}", args)
+        if len(branches) > 1:
+            ctx.stats["conds_with_known_predicate"] += 1
+        return
+    index, dtype = ctx.operand(op, 0), ctx.dtype(op.operands[0])
+    tests = [ctx.helper1(op, f"index_is_{k}", "Equal", [index, ctx.scalar(k, dtype, f"{op.name}/k{k}")])
+             for k in range(len(branches) - 1)]
+    otherwise = _branch_graph(ctx, op, branches[-1], f"branch{len(tests)}", args)
+    for k in reversed(range(1, len(tests))):  # branch k, else the ones after it
+        nested = GraphBuilder(ctx.scope)
+        base = f"{ctx.prefix}{op.name}/from_{k}"
+        names = [ctx.scope.tensors.fresh(f"{base}/{i}") for i in range(len(op.results))]
+        nested.add_node("If", [tests[k]], names, ctx.scope.nodes.fresh(base),
+                        {"then_branch": _branch_graph(ctx, op, branches[k], f"branch{k}", args),
+                         "else_branch": otherwise})
+        _expose_results(ctx, nested, names, op.results, [str(i) for i in range(len(names))], base + "/out/")
+        otherwise = nested
+    outs = ctx.emit(op, "If", [tests[0]], len(op.results),
+                    then_branch=_branch_graph(ctx, op, branches[0], "branch0", args), else_branch=otherwise)
+    for value, tensor in zip(op.results, outs):
+        ctx.bind(value, tensor)
+
+
+def _known_branch(ctx: LoweringContext, index: Value, count: int) -> Optional[int]:
+    """The branch a Case runs when the export knows it: its index's, the last for one out of range."""
+    found = ctx.constant(index)
+    if count > 1 and (found is None or np.size(found) != 1):
+        return None
+    k = int(np.asarray(found).reshape(())) if count > 1 else 0
+    return k if 0 <= k < count else count - 1
 
 
 @lowers("While", "StatelessWhile")

@@ -26,6 +26,7 @@ from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 
+_CREATES = frozenset({"TensorListReserve", "EmptyTensorList"})
 # Ops that hand a list through unchanged (control flow and identities), looked through for its dtype.
 LIST_CARRIERS = frozenset({
     "Enter", "RefEnter", "Merge", "RefMerge", "Switch", "RefSwitch", "Exit", "RefExit",
@@ -74,8 +75,9 @@ def _alias(ctx: LoweringContext, op: Op) -> None:
     ctx.bind(op.results[0], ctx.value_in(op.operands[0], None))
 
 
-@lowers("TensorListReserve")
+@lowers("TensorListReserve", "EmptyTensorList")
 def _reserve(ctx: LoweringContext, op: Op) -> None:
+    """n zero items (an EmptyTensorList: none), stored as one tensor."""
     shape, count = _reserved(ctx, op)
     dtype = op.attr("element_dtype")
     dims = [count] + [d if d >= 0 else 1 for d in shape]
@@ -87,9 +89,10 @@ def _reserve(ctx: LoweringContext, op: Op) -> None:
 
 
 def _reserved(ctx: LoweringContext, op: Op) -> tuple[list[int], int]:
-    """A Reserve's element shape (-1: unknown dim) and count; both must be constants, the rank known."""
+    """A Reserve's element shape (-1: unknown dim) and count (an empty list's: 0); both must be
+    constants, the rank known."""
     shape = _element_shape(ctx, op, 0)
-    count = int(np.asarray(_const(ctx, op, 1, "num_elements")).reshape(()))
+    count = 0 if op.type == "EmptyTensorList" else int(np.asarray(_const(ctx, op, 1, "num_elements")).reshape(()))
     if shape is None or count < 0:
         raise UnsupportedOpError(op.type, op.name, f"the element rank and the count ({count}) must be known "
                                                    "to store the list as one ONNX tensor")
@@ -111,20 +114,43 @@ def _get_items(ctx: LoweringContext, op: Op) -> None:
 
 @lowers("TensorListSetItem")
 def _set_item(ctx: LoweringContext, op: Op) -> None:
-    """ScatterND of the one item at [[index]] (TF refuses an index outside the list, so does ScatterND)."""
-    if bool(op.attr("resize_if_index_out_of_bounds", False)):
-        raise UnsupportedOpError(op.type, op.name, "resize_if_index_out_of_bounds has no dense-tensor form")
+    """ScatterND of the one item at [[index]] (TF refuses an index outside the list, so does ScatterND,
+    unless the list may grow: then it is first padded with zero items up to the index)."""
     target = ctx.operand(op, 0)
     origin = _list_origin(op.operands[0])
-    shape, count = _reserved(ctx, origin) if origin is not None and origin.type == "TensorListReserve" else ([], 0)
-    if any(d < 0 for d in shape):
-        item_shape = ctx.helper1(op, "item_shape", "Shape", [ctx.operand(op, 2)])
-        full = ctx.helper1(op, "full_shape", "Concat", [ctx.ints([count], f"{op.name}/count"), item_shape], axis=0)
-        target = ctx.helper1(op, "allocated", "Expand", [target, full])
+    shape, count = _reserved(ctx, origin) if origin is not None and origin.type in _CREATES else ([], 0)
     index = ctx.helper1(op, "index64", "Cast", [ctx.operand(op, 1)], to=TensorProto.INT64)
+    grows, unknown_dims = bool(op.attr("resize_if_index_out_of_bounds", False)), any(d < 0 for d in shape)
+    item_shape = ctx.helper1(op, "item_shape", "Shape", [ctx.operand(op, 2)]) if grows or unknown_dims else ""
+    if grows:
+        target = _grown(ctx, op, target, index, item_shape, unknown_dims)
+    elif unknown_dims:
+        target = _allocated(ctx, op, target, ctx.ints([count], f"{op.name}/count"), item_shape)
     where = ctx.helper1(op, "where", "Unsqueeze", [index, ctx.ints([0, 1], f"{op.name}/where_axes")])
     item = ctx.helper1(op, "update", "Unsqueeze", [ctx.operand(op, 2), ctx.ints([0], f"{op.name}/update_axes")])
     ctx.bind(op.results[0], ctx.emit1(op, "ScatterND", [target, where, item]))
+
+
+def _allocated(ctx: LoweringContext, op: Op, target: str, count: str, item_shape: str) -> str:
+    """The list with its unknown dimensions (allocated as 1) expanded to the item's: zeros broadcast,
+    and a list already written has them."""
+    full = ctx.helper1(op, "full_shape", "Concat", [count, item_shape], axis=0)
+    return ctx.helper1(op, "allocated", "Expand", [target, full])
+
+
+def _grown(ctx: LoweringContext, op: Op, target: str, index: str, item_shape: str, unknown_dims: bool) -> str:
+    """The list with zero items appended until `index` is inside it (none when it already is)."""
+    count = shape_slice(ctx, op, target, 0, 1, "count")
+    if unknown_dims:
+        target = _allocated(ctx, op, target, count, item_shape)
+    wanted = ctx.helper1(op, "wanted", "Add", [ctx.helper1(op, "index_1d", "Reshape", [index, ctx.ints([1], f"{op.name}/one")]),
+                                               ctx.ints([1], f"{op.name}/plus_one")])
+    missing = ctx.helper1(op, "missing", "Max", [ctx.helper1(op, "short_by", "Sub", [wanted, count]),
+                                                 ctx.ints([0], f"{op.name}/none")])
+    dtype = op.attr("element_dtype")
+    padding = ctx.helper1(op, "padding", "Expand", [ctx.scalar(0, dtype, f"{op.name}/zero"),
+                                                    ctx.helper1(op, "padding_shape", "Concat", [missing, item_shape], axis=0)])
+    return ctx.helper1(op, "grown", "Concat", [target, padding], axis=0)
 
 
 @lowers("TensorListResize")

@@ -107,7 +107,10 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
                             [frame.predicate])[0]
     body.expose(again, ValueSpec(names.fresh(prefix + "body/cond_out"), TensorProto.BOOL, ()))
     _expose(ctx, body, results, [v.initial for v in carried], prefix + "body/out/")
-    _expose(ctx, body, items, [s.item for s in scanned], prefix + "body/scan/")
+    for tensor, scan in zip(items, scanned):
+        dims = ctx.shape(scan.item).dims if scan.starts_empty else None
+        body.expose(tensor, ValueSpec(names.fresh(f"{prefix}body/scan/{scan.item.name}"), element_type(ctx, scan.item),
+                                      dims))
 
     exits = [v.exit.results[0] if v.exit else v.merged for v in carried]
     exits += [s.variable.exit.results[0] for s in scanned]

@@ -18,12 +18,16 @@ reads the list inside the loop.  This module recognises that:
 - the loop runs exactly n times: its predicate is a conjunction of
   `counter < limit` tests whose smallest constant limit is n.  (With fewer
   iterations the unwritten items would have to read as zeros; such loops keep
-  the carried form.)
+  the carried form.)  Or the list starts empty and grows with each write
+  (`resize_if_index_out_of_bounds`, a dynamic-size TensorArray): then it
+  ends with one item per iteration run, however many that is.  Zero runs
+  must still give [0, *item], so this form needs the item shape known.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from types import MappingProxyType
+from typing import Mapping, Optional
 
 import numpy as np
 
@@ -41,6 +45,7 @@ class ScannedList:
 
     variable: LoopVariable
     set_item: Op
+    starts_empty: bool  # the Loop must declare the item's shape, or a loop that never runs stacks [0]
 
     @property
     def item(self) -> Value:
@@ -49,18 +54,24 @@ class ScannedList:
 
 def scanned_lists(ctx: LoweringContext, frame: WhileFrame) -> list[ScannedList]:
     """The frame's list variables that can be scan outputs (see the module docstring)."""
-    counters = {v.merged: v for v in frame.variables if _is_counter(ctx, v)}
-    trips = _trip_count(ctx, frame.predicate, counters)
-    if trips is None:
+    fixed = _invariants(frame)
+    counters = {v.merged: v for v in frame.variables if _is_counter(ctx, v, fixed)}
+    if not counters:
         return []
+    trips = _trip_count(ctx, frame.predicate, counters, fixed)
     found = []
     for var in frame.variables:
         set_item = _only_set_item(var)
-        if set_item is None or _reserved_count(ctx, var.initial) != trips:
+        if set_item is None:
+            continue
+        count, grows = _reserved_count(ctx, var.initial), bool(set_item.attr("resize_if_index_out_of_bounds", False))
+        if count is None or not (count == trips or (grows and count == 0)):
+            continue
+        if count == 0 and not ctx.shape(set_item.operands[2]).is_fully_defined:
             continue
         index = forwarded_source(set_item.operands[1])
         if any(index in (c.merged, c.body_input) for c in counters.values()):
-            found.append(ScannedList(var, set_item))
+            found.append(ScannedList(var, set_item, count == 0))
     return found
 
 
@@ -74,49 +85,68 @@ def _only_set_item(var: LoopVariable) -> Optional[Op]:
     set_item = uses[0][0]
     if set_item.results[0] is not var.body_output or len(set_item.results[0].uses) != 1:
         return None
-    if set_item.control_deps or set_item.control_users or bool(set_item.attr("resize_if_index_out_of_bounds", False)):
+    if set_item.control_deps or set_item.control_users:
         return None
     return set_item
 
 
-def _is_counter(ctx: LoweringContext, var: LoopVariable) -> bool:
+def _invariants(frame: WhileFrame) -> dict[Value, Value]:
+    """Each loop-invariant variable's values in the loop -> its initial value.  (A TF2 `for i in
+    tf.range(n)` carries the range's limit and delta this way.)"""
+    fixed = {}
+    for var in frame.variables:
+        if var.invariant:
+            fixed[var.merged] = var.initial
+            if var.body_input is not None:
+                fixed[var.body_input] = var.initial
+    return fixed
+
+
+def _is_counter(ctx: LoweringContext, var: LoopVariable, fixed: Mapping[Value, Value]) -> bool:
     """Starts at 0 and steps by 1: at iteration k it holds k."""
     step = var.body_output.op
     if step.type not in _ADDS or len(step.operands) != 2 or _number(ctx, var.initial) != 0:
         return False
     sources = [forwarded_source(v) for v in step.operands]
     reads_itself = [i for i, v in enumerate(sources) if v in (var.body_input, var.merged)]
-    return len(reads_itself) == 1 and _number(ctx, step.operands[1 - reads_itself[0]]) == 1
+    return len(reads_itself) == 1 and _number(ctx, step.operands[1 - reads_itself[0]], fixed) == 1
 
 
-def _trip_count(ctx: LoweringContext, predicate: Value, counters: dict[Value, LoopVariable]) -> Optional[int]:
+def _trip_count(ctx: LoweringContext, predicate: Value, counters: dict[Value, LoopVariable],
+                fixed: Mapping[Value, Value]) -> Optional[int]:
     """How many times the loop runs, when its predicate is `counter < limit` tests joined by
-    LogicalAnd with constant limits (the smallest one)."""
-    limits = _counter_limits(ctx, forwarded_source(predicate), counters)
+    LogicalAnd with limits known at export time (the smallest one)."""
+    limits = _counter_limits(ctx, forwarded_source(predicate), counters, fixed)
     return min(limits) if limits else None
 
 
-def _counter_limits(ctx: LoweringContext, value: Value, counters: dict[Value, LoopVariable]) -> Optional[list[int]]:
+def _counter_limits(ctx: LoweringContext, value: Value, counters: dict[Value, LoopVariable],
+                    fixed: Mapping[Value, Value]) -> Optional[list[int]]:
     op = value.op
     if op.type == "LogicalAnd" and len(op.operands) == 2:
-        parts = [_counter_limits(ctx, forwarded_source(v), counters) for v in op.operands]
+        parts = [_counter_limits(ctx, forwarded_source(v), counters, fixed) for v in op.operands]
         return None if None in parts else [n for part in parts for n in part]  # type: ignore[union-attr]
     if op.type == "Less" and len(op.operands) == 2 and forwarded_source(op.operands[0]) in counters:
-        limit = _number(ctx, op.operands[1])
+        limit = _number(ctx, op.operands[1], fixed)
         return None if limit is None or limit < 0 else [limit]
     return None
 
 
 def _reserved_count(ctx: LoweringContext, value: Value) -> Optional[int]:
-    """The item count of the TensorListReserve `value` comes from (through Enters and identities)."""
+    """The item count of the TensorListReserve (or EmptyTensorList: 0) `value` comes from (through
+    Enters and identities)."""
     while value.op.type in ENTER_OR_IDENTITY:
         value = value.op.operands[0]
+    if value.op.type == "EmptyTensorList":
+        return 0
     return _number(ctx, value.op.operands[1]) if value.op.type == "TensorListReserve" else None
 
 
-def _number(ctx: LoweringContext, value: Value) -> Optional[int]:
-    """A scalar integer known at export time, looked for through Enters and identities."""
+def _number(ctx: LoweringContext, value: Value, fixed: Mapping[Value, Value] = MappingProxyType({})) -> Optional[int]:
+    """A scalar integer known at export time, looked for through Enters, identities and `fixed`
+    loop invariants."""
     while True:
+        value = fixed.get(value, value)
         found = const_array(value)
         found = ctx.constant(value) if found is None else found
         if found is not None:

@@ -21,7 +21,8 @@ and accesses of that same array, the rewrite
 ops_tensor_list.py then lowers the lists, inside a loop or out, with no ONNX
 sequence types.  Storing a list densely needs the item rank at export time;
 it is taken from the array's element_shape, its gathers' and the shapes of
-what is written.  An array that grows (dynamic_size), or one that is split,
+what is written.  A growing array (dynamic_size) writes with
+`resize_if_index_out_of_bounds`, as TF2's TensorArray does.  An array that is split,
 concatenated, or scattered other than by unstack, stays as it is and is
 refused by name when lowered.  The runtime runs TensorArrays natively
 (runtime/kernels/tensor_array.py); this rewrite exists only for ONNX.
@@ -35,6 +36,7 @@ import numpy as np
 
 from compiler.analysis import analyze
 from compiler.analysis.order import reachable_ops, topological_order
+from compiler.backends.onnx.list_element_shapes import merged_dims
 from compiler.backends.onnx.ops_tensor_list import LIST_CARRIERS
 from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, MERGE, SWITCH
 from compiler.ir.dtypes import DType
@@ -75,6 +77,8 @@ class TensorArrayUse:
     handle_users: list[Op] = field(default_factory=list)
     closes: list[Op] = field(default_factory=list)
     unstack: Optional[Op] = None               # the ScatterV3 that fills the new array with a whole tensor
+    stacks: set[Op] = field(default_factory=set)  # the GatherV3s of every item, in order (TensorArray.stack)
+    dynamic: bool = False                      # dynamic_size: a write past the end grows the array
 
 
 def find_tensor_arrays(graph: Graph, named: Collection[str] = ()) -> list[TensorArrayUse]:
@@ -89,9 +93,9 @@ def find_tensor_arrays(graph: Graph, named: Collection[str] = ()) -> list[Tensor
 
 
 def _match(create: Op, named: Collection[str]) -> Optional[TensorArrayUse]:
-    if bool(create.attr("dynamic_size", False)) or create.name in named or create.control_users:
+    if create.name in named or create.control_users:
         return None
-    use = TensorArrayUse(create, ())
+    use = TensorArrayUse(create, (), dynamic=bool(create.attr("dynamic_size", False)))
     if not _follow_handle(use) or not _follow_flow(use) or not set(use.handle_users) <= set(use.accesses):
         return None  # (an access of this handle that this flow does not reach reads another array's flow)
     if any(op.name in named for op in use.carriers + use.handle_carriers)\
@@ -104,6 +108,7 @@ def _match(create: Op, named: Collection[str]) -> Optional[TensorArrayUse]:
     use.unstack = _unstack(use)
     if any(op.type == "TensorArrayScatterV3" and op is not use.unstack for op in use.accesses):
         return None
+    use.stacks = {op for op in use.accesses if op.type == "TensorArrayGatherV3" and _gathers_every_item(op, use)}
     return use
 
 
@@ -162,28 +167,39 @@ def _element_shape(use: TensorArrayUse) -> Optional[tuple[int, ...]]:
         elif op.type == "TensorArrayScatterV3":
             dims = op.operands[2].shape.dims
             shapes.append(Shape(dims[1:]) if dims else None)
-    merged: Optional[list[Optional[int]]] = None
-    for shape in shapes:
-        dims = getattr(shape, "dims", None)
-        if dims is None:
-            continue
-        if merged is None:
-            merged = list(dims)
-        elif len(merged) != len(dims) or any(a is not None and b is not None and a != b for a, b in zip(merged, dims)):
-            return None
-        else:
-            merged = [a if a is not None else b for a, b in zip(merged, dims)]
-    return None if merged is None else tuple(-1 if d is None else int(d) for d in merged)
+    return merged_dims(shapes)
 
 
-def _every_item(access: Op, use: TensorArrayUse) -> bool:
-    """Whether a gather's or scatter's indices (operand 1) are `range(size)`, known at export time:
-    every item, in order.  (TF writes them as a Range to the array's size, which for an array that
-    cannot grow is the size it was created with; before -O2 folds it, the exporter computes it.)"""
+def _every_item(access: Op, use: TensorArrayUse, at_least: bool = False) -> bool:
+    """Whether a gather's or scatter's indices (operand 1) are `range(m)`, known at export time, for m
+    the array's size (or, `at_least`, no less than it).  (TF writes them as a Range to the array's
+    size, which for an array that cannot grow is the size it was created with; before -O2 folds it,
+    the exporter computes it.)"""
     size, found = _static(use.create.operands[0]), _static(access.operands[1])
-    if size is None or found is None or found.ndim != 1 or size.size != 1 or found.size != int(size.reshape(())):
+    if size is None or found is None or found.ndim != 1 or size.size != 1:
+        return False
+    count = int(size.reshape(()))
+    if found.size != count and not (at_least and found.size > count):
         return False
     return np.array_equal(found, np.arange(found.size))
+
+
+def _gathers_every_item(gather: Op, use: TensorArrayUse) -> bool:
+    """TensorArray.stack(): a gather of `range(0, size(flow))` for the flow it reads (how TF builds
+    it), or of indices known to be every item of an array that cannot grow."""
+    indices = gather.operands[1].op
+    if indices.type == "Range" and len(indices.operands) == 3:
+        start, limit, delta = indices.operands
+        size = limit.op
+        if size.type == "TensorArraySizeV3" and size.operands[1] is gather.operands[2] \
+                and _is_number(start, 0) and _is_number(delta, 1):
+            return True
+    return not use.dynamic and _every_item(gather, use)
+
+
+def _is_number(value: Value, number: int) -> bool:
+    found = const_array(value)
+    return found is not None and found.size == 1 and found.dtype.kind in "iu" and int(found.reshape(())) == number
 
 
 def _static(value: Value) -> Optional[np.ndarray]:
@@ -206,7 +222,7 @@ def _unstack(use: TensorArrayUse) -> Optional[Op]:
     first = [user for user, _ in use.create.results[1].uses]
     if len(first) != 1 or first[0].type != "TensorArrayScatterV3":
         return None
-    return first[0] if _every_item(first[0], use) else None
+    return first[0] if _every_item(first[0], use, at_least=use.dynamic) else None
 
 
 def rewrite_found(graph: Graph, found: list[TensorArrayUse], named: Collection[str] = ()) -> None:
@@ -241,10 +257,12 @@ def _rewrite(graph: Graph, use: TensorArrayUse) -> None:
 
 def _replace(graph: Graph, op: Op, shape: Value, list_attrs: dict, use: TensorArrayUse) -> None:
     """One access as the list op reading (or making) the same flow; it takes the access's name."""
-    access = "TensorArrayStack" if op.type == "TensorArrayGatherV3" and _every_item(op, use) else op.type
+    access = "TensorArrayStack" if op in use.stacks else op.type
     new_type, slots, with_shape = _AS_LIST_OP[access]
     operands = [op.operands[i] for i in slots] + ([shape] if with_shape else [])
     attrs = {} if new_type == "TensorListLength" else dict(list_attrs)
+    if new_type == "TensorListSetItem" and use.dynamic:
+        attrs["resize_if_index_out_of_bounds"] = True
     made = graph.create_op(new_type, graph.unique_name(f"{op.name}/list"), operands, attrs,
                            control_deps=op.control_deps, device=op.device, before=op)
     op.results[0].replace_all_uses_with(made.results[0])

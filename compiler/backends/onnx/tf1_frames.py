@@ -317,10 +317,12 @@ def _is_loop_merge(op: Op) -> bool:
 
 
 def _releasable(held: set[Op], side: dict[Op, set[bool]], switches: list[Op]) -> Optional[Op]:
-    """A held one-sided Merge whose inputs have all arrived, else any held one-sided Merge."""
+    """A held one-sided Merge whose inputs have all arrived, else any held one-sided Merge.  (The
+    result of a Merge still held has not arrived: the join of a cond nested in one branch of another,
+    as a lowered switch_case nests them, is released before the join it feeds.)"""
     one_sided = sorted((m for m in held if len(side[m]) == 1), key=lambda m: m.name)
     for merge in one_sided:
-        if all(v.op in side or v.op in switches for v in merge.operands):
+        if all((v.op in side and v.op not in held) or v.op in switches for v in merge.operands):
             return merge
     return one_sided[0] if one_sided else None
 
@@ -434,6 +436,7 @@ def refine_shapes(info: StaticInfo, ops: Sequence[Op]) -> StaticInfo:
 def _flow_shapes(ops: Sequence[Op], info: StaticInfo) -> dict[Value, Shape]:
     shapes: dict[Value, Shape] = {}
     lists: dict[Value, tuple[Optional[int], Shape]] = {}
+    growing = _growing_lists(ops)
 
     def shape(value: Value) -> Shape:
         return shapes.get(value, info.shape(value))
@@ -449,7 +452,7 @@ def _flow_shapes(ops: Sequence[Op], info: StaticInfo) -> dict[Value, Shape]:
                 shapes[value] = shape(op.operands[0])
         elif op.type in LOOP_COND:
             shapes[op.results[0]] = Shape(())
-        _track_list(op, info, lists)
+        _track_list(op, info, lists, growing)
         if op.type in _LIST_OPS_WITH_SHAPES:
             shapes[op.results[0]] = _list_read_shape(op, info, lists)
     return {value: found for value, found in shapes.items() if found.dims is not None}
@@ -464,7 +467,31 @@ def _relax(shapes: list[Shape]) -> Shape:
     return Shape(tuple(dims))
 
 
-def _track_list(op: Op, info: StaticInfo, lists: dict[Value, tuple[Optional[int], Shape]]) -> None:
+def _growing_lists(ops: Sequence[Op]) -> set[Op]:
+    """The TensorListReserves of lists some write may grow (`resize_if_index_out_of_bounds`): their
+    item count is not known at export time anywhere, in a loop or after it."""
+    pending = [op.operands[0] for op in ops if op.type == "TensorListSetItem" and op.operands
+               and bool(op.attr("resize_if_index_out_of_bounds", False))]
+    seen: set[Value] = set()
+    found: set[Op] = set()
+    while pending:
+        value = pending.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        source = value.op
+        if source.type == "TensorListReserve":
+            found.add(source)
+        elif source.type in MERGE:
+            pending.extend(source.operands)
+        elif source.operands and (source.type in TF1_CONTROL_FLOW or source.type in FORWARDING
+                                  or source.type == "TensorListSetItem"):
+            pending.append(source.operands[0])
+    return found
+
+
+def _track_list(op: Op, info: StaticInfo, lists: dict[Value, tuple[Optional[int], Shape]],
+                growing: set[Op]) -> None:
     """How many items each list value holds and their shape, as far as known at export time."""
     if op.type == "TensorListFromTensor":
         dims = info.shape(op.operands[0]).dims
@@ -472,7 +499,7 @@ def _track_list(op: Op, info: StaticInfo, lists: dict[Value, tuple[Optional[int]
             lists[op.results[0]] = (dims[0], merge_shapes(Shape(tuple(dims[1:])), _const_shape(info, op.operands[1])))
     elif op.type == "TensorListReserve":
         count = info.constant(op.operands[1])
-        known = count is not None and np.size(count) == 1  # TF refuses any other num_elements at run time
+        known = count is not None and np.size(count) == 1 and op not in growing  # TF refuses other num_elements
         lists[op.results[0]] = (int(np.asarray(count).reshape(())) if known else None,
                                 _const_shape(info, op.operands[0]))
     elif op.operands and op.operands[0] in lists and (op.type in TF1_CONTROL_FLOW or op.type in FORWARDING
