@@ -11,7 +11,8 @@ It runs as a user would run it, in this process:
 A case passes when each command returns (any exit code) and a command that
 failed wrote nothing.  It fails on any exception that is not gttc's own error
 (the command line turns those into exit codes), on output left behind by a
-failed compile, and on a hang: a case past its time budget is interrupted.
+failed compile, on a hang (a case past its time budget is interrupted) and,
+with --jobs above 1, on the death of its process (a native library aborting).
 
     python -m compiler.testing.fuzz MODEL.pb [...] --cases 100000 --seed 1 --jobs 2
 
@@ -459,14 +460,14 @@ class CaseTimeout(BaseException):
 @dataclass
 class CaseResult:
     index: int
-    outcome: str                  # "ok", "rejected" (a gttc error), "crash", "hang" or "partial-output"
+    outcome: str                  # "ok", "rejected" (a gttc error), "crash", "died", "hang" or "partial-output"
     detail: str = ""
     commands: list[int] = field(default_factory=list)
     trace: str = ""               # the traceback of a crash, for --replay
 
     @property
     def failed(self) -> bool:
-        return self.outcome in ("crash", "hang", "partial-output")
+        return self.outcome in ("crash", "died", "hang", "partial-output")
 
 
 @contextlib.contextmanager
@@ -600,11 +601,70 @@ def fuzz(seeds: Sequence[FuzzSeed], cases: int, seed: int = 0, budget: float = 3
         results: Iterator = map(_case_worker, work)
         _collect(results, summary, progress)
         return summary
+    _collect(_pooled(list(work), jobs), summary, progress)
+    return summary
+
+
+# Cases one pool of worker processes runs before it is replaced (memory the libraries keep is freed).
+_CASES_PER_POOL = 500
+
+
+def _pooled(work: list[tuple[int, int, float]], jobs: int) -> Iterator[tuple[FuzzCase, CaseResult]]:
+    """The cases' results in order, from `jobs` worker processes.  A case that kills its process
+    (a native library aborting: no Python exception to catch) breaks the pool; the first case in
+    order without a result then runs alone in a fresh process, which names it if it dies again, and
+    a new pool takes up the rest."""
+    import concurrent.futures
+    from concurrent.futures.process import BrokenProcessPool
+
+    position = 0
+    while position < len(work):
+        batch = work[position:position + _CASES_PER_POOL]
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=_fork_context()) as pool:
+            futures = [pool.submit(_case_worker, args) for args in batch]
+            for args, future in zip(batch, futures):
+                try:
+                    found = future.result()
+                except BrokenProcessPool:
+                    for pending in futures:
+                        pending.cancel()
+                    break
+                position += 1
+                yield found
+            else:
+                continue
+        yield _alone(work[position])
+        position += 1
+
+
+def _alone(args: tuple[int, int, float]) -> tuple[FuzzCase, CaseResult]:
+    """One case in a process of its own; its death (by a signal or an exit code) is the result."""
+    receive, send = _fork_context().Pipe(duplex=False)
+    process = _fork_context().Process(target=_send_case, args=(send, args))
+    process.start()
+    send.close()
+    try:
+        found = receive.recv()
+    except EOFError:
+        found = None
+    process.join()
+    if found is not None:
+        return found
+    case = make_case(_SEEDS, args[0], args[1])
+    code = process.exitcode
+    how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+    return case, CaseResult(case.index, "died", f"the process died ({how}) with no Python exception")
+
+
+def _send_case(send: Any, args: tuple[int, int, float]) -> None:
+    send.send(_case_worker(args))
+    send.close()
+
+
+def _fork_context() -> Any:
     import multiprocessing
 
-    with multiprocessing.get_context("fork").Pool(jobs, maxtasksperchild=500) as pool:
-        _collect(pool.imap(_case_worker, work, chunksize=8), summary, progress)
-    return summary
+    return multiprocessing.get_context("fork")
 
 
 def _collect(results: Iterator, summary: FuzzSummary, progress: Optional[Progress]) -> None:

@@ -1,6 +1,7 @@
 """The fuzz harness: deterministic cases, and a short run of mutated fixtures with no crash, hang or leftover."""
 from __future__ import annotations
 
+import os
 import random
 import resource
 import subprocess
@@ -81,6 +82,21 @@ def test_a_case_past_its_budget_is_a_hang(seeds, monkeypatch):
     monkeypatch.setattr("compiler.cli.main", lambda argv: time.sleep(5))
     result = fuzz.run_case(_one_case(seeds), budget=0.2)
     assert result.outcome == "hang" and "0.2 s" in result.detail
+
+
+def test_a_case_that_kills_its_worker_is_named_and_the_run_goes_on(seeds, monkeypatch):
+    """A native library aborting leaves no exception: with --jobs 2 the pool breaks, the case runs
+    again alone, and its death is its result; the cases after it still run."""
+    def aborts_on_case_3(case, budget=30.0):
+        if case.index == 3:
+            os.abort()
+        return fuzz.CaseResult(case.index, "ok")
+
+    monkeypatch.setattr(fuzz, "run_case", aborts_on_case_3)
+    summary = fuzz.fuzz(seeds, 8, seed=5, jobs=2)
+    assert summary.cases == 8 and summary.outcomes == {"ok": 7, "died": 1}
+    [(case, result)] = summary.failures
+    assert case.index == 3 and result.detail == "the process died (signal 6) with no Python exception"
 
 
 def test_output_left_by_a_failed_compile_is_a_failure(seeds, monkeypatch):
