@@ -639,8 +639,9 @@ def _pooled(work: list[tuple[int, int, float]], jobs: int) -> Iterator[tuple[Fuz
 
 def _alone(args: tuple[int, int, float]) -> tuple[FuzzCase, CaseResult]:
     """One case in a process of its own; its death (by a signal or an exit code) is the result."""
-    receive, send = _fork_context().Pipe(duplex=False)
-    process = _fork_context().Process(target=_send_case, args=(send, args))
+    context = _fork_context()
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_send_case, args=(send, args))
     process.start()
     send.close()
     try:

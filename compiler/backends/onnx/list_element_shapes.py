@@ -21,14 +21,13 @@ from typing import Callable, Collection, Iterable, Optional
 import numpy as np
 
 from compiler.analysis import analyze
-from compiler.backends.onnx.ops_tensor_list import LIST_CARRIERS
-from compiler.backends.onnx.tf1_frames import MERGE, SWITCH, export_order, refine_shapes
+from compiler.backends.onnx.ops_tensor_list import LIST_CREATES, carried_on
+from compiler.backends.onnx.tf1_frames import export_order, refine_shapes
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.shapes import Shape
 from compiler.rewrite.edit import add_const
 
-_CREATES = frozenset({"TensorListReserve", "EmptyTensorList"})
 # List op -> the operand holding the element shape it reads with (readers), or None (writers: the item).
 _READS = {"TensorListGetItem": 2, "TensorListStack": 1, "TensorListGather": 2, "TensorListPopBack": 1}
 _PASSES_ON = frozenset({"TensorListSetItem", "TensorListPushBack", "TensorListResize"})
@@ -67,7 +66,7 @@ def find_unknown_rank_lists(graph: Graph, named: Collection[str] = ()) -> list[U
     found = []
     refined: Optional[Callable[[Value], Shape]] = None
     for op in graph:
-        if op.type in _CREATES and op.name not in named and _unknown_rank(op.operands[0]):
+        if op.type in LIST_CREATES and op.name not in named and _unknown_rank(op.operands[0]):
             shape = merged_dims(_item_shapes(op, lambda value: value.shape))
             if shape is None:
                 refined = refined or _frame_shapes(graph)
@@ -101,8 +100,9 @@ def _item_shapes(create: Op, shape_of: Callable[[Value], Shape]) -> list[Optiona
     pending = [create.results[0]]
     while pending:
         for user, slot in pending.pop().uses:
-            if user.type in LIST_CARRIERS and (slot == 0 or user.type in MERGE):
-                new = user.results[:2] if user.type in SWITCH else user.results[:1]
+            carried = carried_on(user, slot)
+            if carried is not None:
+                new = carried
             elif user.type in _PASSES_ON and slot == 0:
                 new = user.results[:1]
                 if user.type != "TensorListResize":
@@ -131,9 +131,9 @@ def _unknown_rank(value: Value) -> bool:
 def _shape_operand(value: Value) -> Optional[Shape]:
     """A constant element-shape operand as a Shape; None for an unknown rank (-1) or a computed shape."""
     found = _const_value(value)
-    if found is None or np.asarray(found).ndim == 0:
+    if found is None or found.ndim == 0:
         return None
-    return Shape.of(int(d) for d in np.asarray(found).reshape(-1))
+    return Shape.of(int(d) for d in found.reshape(-1))
 
 
 def _const_value(value: Value) -> Optional[np.ndarray]:

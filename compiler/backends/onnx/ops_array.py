@@ -800,13 +800,20 @@ def _roll(ctx: LoweringContext, op: Op) -> None:
     for n, (axis, shift) in enumerate(sorted(rolled.items())):
         at = ctx.ints([layout.physical_axis(axis, found.perm, len(dims))], f"{op.name}/axis{axis}")
         cut = ctx.ints([dims[axis] - shift], f"{op.name}/cut{axis}")  # type: ignore[operator]
-        tail = ctx.helper1(op, f"tail{axis}", "Slice", [x, cut, ctx.ints([INT64_MAX], "to_end"), at])
-        head = ctx.helper1(op, f"head{axis}", "Slice", [x, ctx.ints([0], "zero_1d"), cut, at])
-        parts, stored = [tail, head], layout.physical_axis(axis, found.perm, len(dims))
-        last = n == len(rolled) - 1
-        x = ctx.emit1(op, "Concat", parts, axis=stored) if last else \
-            ctx.helper1(op, f"rolled{axis}", "Concat", parts, axis=stored)
+        stored = layout.physical_axis(axis, found.perm, len(dims))
+        x = _tail_then_head(ctx, op, x, cut, at, stored, axis, last=n == len(rolled) - 1)
     ctx.bind(op.results[0], x if rolled else found.tensor, found.perm)
+
+
+def _tail_then_head(ctx: LoweringContext, op: Op, x: str, cut: str, at: str, stored: int, axis: int,
+                    last: bool) -> str:
+    """`x` rolled on one axis: its items from `cut` on, then those before (the last axis rolled
+    makes the op's own node)."""
+    tail = ctx.helper1(op, f"tail{axis}", "Slice", [x, cut, ctx.ints([INT64_MAX], "to_end"), at])
+    head = ctx.helper1(op, f"head{axis}", "Slice", [x, ctx.ints([0], "zero_1d"), cut, at])
+    if last:
+        return ctx.emit1(op, "Concat", [tail, head], axis=stored)
+    return ctx.helper1(op, f"rolled{axis}", "Concat", [tail, head], axis=stored)
 
 
 def _roll_at_run_time(ctx: LoweringContext, op: Op, axes: list[int], rank: int) -> None:
@@ -827,10 +834,7 @@ def _roll_at_run_time(ctx: LoweringContext, op: Op, axes: list[int], rank: int) 
                                                       ctx.ints([1], f"{op.name}/one")])  # an empty axis: no roll
         shift = ctx.helper1(op, f"shift{axis}", "Gather", [shifts, ctx.ints([n], f"{op.name}/entry{n}")], axis=0)
         cut = ctx.helper1(op, f"cut{axis}", "Sub", [size, ctx.helper1(op, f"mod{axis}", "Mod", [shift, size])])
-        tail = ctx.helper1(op, f"tail{axis}", "Slice", [x, cut, ctx.ints([INT64_MAX], "to_end"), at])
-        head = ctx.helper1(op, f"head{axis}", "Slice", [x, ctx.ints([0], "zero_1d"), cut, at])
-        x = ctx.emit1(op, "Concat", [tail, head], axis=stored) if n == len(wrapped) - 1 else \
-            ctx.helper1(op, f"rolled{axis}", "Concat", [tail, head], axis=stored)
+        x = _tail_then_head(ctx, op, x, cut, at, stored, axis, last=n == len(wrapped) - 1)
     ctx.bind(op.results[0], x, found.perm)
 
 

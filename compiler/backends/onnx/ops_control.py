@@ -129,10 +129,12 @@ def _case(ctx: LoweringContext, op: Op) -> None:
 
 def _known_branch(ctx: LoweringContext, index: Value, count: int) -> Optional[int]:
     """The branch a Case runs when the export knows it: its index's, the last for one out of range."""
+    if count == 1:
+        return 0
     found = ctx.constant(index)
-    if count > 1 and (found is None or np.size(found) != 1):
+    if found is None or np.size(found) != 1:
         return None
-    k = int(np.asarray(found).reshape(())) if count > 1 else 0
+    k = int(np.asarray(found).reshape(()))
     return k if 0 <= k < count else count - 1
 
 

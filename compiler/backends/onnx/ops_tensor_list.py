@@ -13,7 +13,7 @@ broadcast, and once written the list already has that shape.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -23,15 +23,25 @@ from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.ops_array import shape_slice
 from compiler.backends.onnx.registry import lowers
+from compiler.backends.onnx.tf1_frames import MERGE, SWITCH
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 
-_CREATES = frozenset({"TensorListReserve", "EmptyTensorList"})
+# Ops that make a list from nothing but its element shape (and a count).
+LIST_CREATES = frozenset({"TensorListReserve", "EmptyTensorList"})
 # Ops that hand a list through unchanged (control flow and identities), looked through for its dtype.
 LIST_CARRIERS = frozenset({
     "Enter", "RefEnter", "Merge", "RefMerge", "Switch", "RefSwitch", "Exit", "RefExit",
     "NextIteration", "RefNextIteration", "Identity", "Snapshot",
 })
+
+
+def carried_on(user: Op, slot: int) -> Optional[Sequence[Value]]:
+    """Where `user` hands on a list it reads at operand `slot` (a Switch to both sides, a Merge from
+    any input); None when `user` does not carry the list."""
+    if user.type not in LIST_CARRIERS or not (slot == 0 or user.type in MERGE):
+        return None
+    return user.results[:2] if user.type in SWITCH else user.results[:1]
 
 
 def list_element_dtype(value: Value) -> Optional[DType]:
@@ -118,7 +128,7 @@ def _set_item(ctx: LoweringContext, op: Op) -> None:
     unless the list may grow: then it is first padded with zero items up to the index)."""
     target = ctx.operand(op, 0)
     origin = _list_origin(op.operands[0])
-    shape, count = _reserved(ctx, origin) if origin is not None and origin.type in _CREATES else ([], 0)
+    shape, count = _reserved(ctx, origin) if origin is not None and origin.type in LIST_CREATES else ([], 0)
     index = ctx.helper1(op, "index64", "Cast", [ctx.operand(op, 1)], to=TensorProto.INT64)
     grows, unknown_dims = bool(op.attr("resize_if_index_out_of_bounds", False)), any(d < 0 for d in shape)
     item_shape = ctx.helper1(op, "item_shape", "Shape", [ctx.operand(op, 2)]) if grows or unknown_dims else ""

@@ -14,7 +14,7 @@ nested conds and lowers them to nested If nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, Optional
+from typing import Collection
 
 import numpy as np
 
@@ -80,22 +80,20 @@ def _as_switch_chain(graph: Graph, switch_n: Op, tests: dict[int, Value]) -> Non
 def _index_is(graph: Graph, switch_n: Op, k: int) -> Value:
     """`index == k`, next to the first _SwitchN of this index."""
     index = switch_n.operands[1]
-    dtype: Optional[DType] = index.dtype
-    number = add_const(graph, f"{switch_n.name}/branch_{k}", np.asarray(k, (dtype or DType.INT32).to_numpy()),
-                       dtype or DType.INT32, switch_n)
+    dtype = index.dtype or DType.INT32
+    number = add_const(graph, f"{switch_n.name}/branch_{k}", np.asarray(k, dtype.to_numpy()), dtype, switch_n)
     equal = graph.create_op("Equal", graph.unique_name(f"{switch_n.name}/index_is_{k}"), [index, number],
-                            {"T": dtype or DType.INT32}, device=switch_n.device, before=switch_n)
+                            {"T": dtype}, device=switch_n.device, before=switch_n)
     return equal.results[0]
 
 
 def _as_nested_merges(graph: Graph, merge: Op) -> None:
     """Merge(a, b, c) -> Merge(a, Merge(b, c)); the outermost keeps the name."""
-    inner = merge.operands[-1]
-    for i, value in reversed(list(enumerate(merge.operands[:-1]))):
-        if i == 0:
-            break
-        made = graph.create_op(merge.type, graph.unique_name(f"{merge.name}/from_{i}"), [value, inner],
+    operands = merge.operands
+    inner = operands[-1]
+    for i in range(len(operands) - 2, 0, -1):  # the next-to-last input down to the second
+        made = graph.create_op(merge.type, graph.unique_name(f"{merge.name}/from_{i}"), [operands[i], inner],
                                {"T": merge.attr("T"), "N": 2}, device=merge.device, before=merge)
         inner = made.results[0]
-    merge.set_operands([merge.operands[0], inner])
+    merge.set_operands([operands[0], inner])
     merge.attrs["N"] = 2

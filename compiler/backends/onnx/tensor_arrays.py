@@ -37,8 +37,8 @@ import numpy as np
 from compiler.analysis import analyze
 from compiler.analysis.order import reachable_ops, topological_order
 from compiler.backends.onnx.list_element_shapes import merged_dims
-from compiler.backends.onnx.ops_tensor_list import LIST_CARRIERS
-from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, MERGE, SWITCH
+from compiler.backends.onnx.ops_tensor_list import carried_on
+from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, MERGE
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, IRError, Op, Value
 from compiler.ir.shapes import Shape
@@ -138,13 +138,13 @@ def _follow_flow(use: TensorArrayUse) -> bool:
     while pending:
         value = pending.pop()
         for user, slot in value.uses:
-            if user.type in LIST_CARRIERS and (slot == 0 or user.type in MERGE):
-                new = user.results[:2] if user.type in SWITCH else user.results[:1]
+            carried = carried_on(user, slot)
+            if carried is not None:
+                new, group = carried, use.carriers
             elif _FLOW_SLOT.get(user.type) == slot and user.operands[0] in handles:
-                new = user.results[:1] if user.type in _MAKES_FLOW else []
+                new, group = (user.results[:1] if user.type in _MAKES_FLOW else []), use.accesses
             else:
                 return False
-            group = use.carriers if user.type in LIST_CARRIERS else use.accesses
             if user not in group:
                 group.append(user)
             for result in new:
