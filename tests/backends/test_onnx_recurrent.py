@@ -59,8 +59,18 @@ CASES = {
     "lstm_without_bias": Case(3, 3, lambda x: L.LSTM(4, use_bias=False, return_sequences=True)(x), {"LSTM": 1}),
     "gru_reset_after": Case(6, 3, lambda x: L.GRU(5, return_sequences=True)(x), {"GRU": 1}),
     "gru_reset_before": Case(4, 3, lambda x: L.GRU(3, reset_after=False)(x), {"GRU": 1}),
-    "bidirectional_lstm": Case(4, 3, lambda x: L.Bidirectional(L.LSTM(3, return_sequences=True))(x), {"LSTM": 2}),
-    "bidirectional_gru": Case(5, 2, lambda x: L.Bidirectional(L.GRU(4, reset_after=False))(x), {"GRU": 2}),
+    # a Bidirectional wrapper: one direction=bidirectional node, whatever the merge
+    "bidirectional_lstm": Case(4, 3, lambda x: L.Bidirectional(L.LSTM(3, return_sequences=True))(x), {"LSTM": 1}),
+    "bidirectional_gru": Case(5, 2, lambda x: L.Bidirectional(L.GRU(4, reset_after=False))(x), {"GRU": 1}),
+    "bidirectional_rnn_sum": Case(4, 3, lambda x: L.Bidirectional(L.SimpleRNN(3, return_sequences=True),
+                                                                  merge_mode="sum")(x), {"RNN": 1}),
+    "bidirectional_lstm_mul": Case(4, 2, lambda x: L.Bidirectional(L.LSTM(2), merge_mode="mul")(x), {"LSTM": 1}),
+    "bidirectional_states": Case(3, 3, lambda x: L.Concatenate()(list(L.Bidirectional(L.LSTM(3, return_state=True))(x))),
+                                 {"LSTM": 1}),
+    "bidirectional_stacked_dynamic": Case(4, 3, lambda x: L.Bidirectional(L.GRU(2))(
+        L.Bidirectional(L.LSTM(3, return_sequences=True))(x)), {"LSTM": 1, "GRU": 1}, dynamic=True),
+    "bidirectional_given_state": Case(4, 3, lambda x: L.Bidirectional(L.GRU(3, return_sequences=True))(
+        x, initial_state=[L.Dense(3)(L.Flatten()(x)), L.Dense(3)(L.Flatten()(x))]), {"GRU": 1}),
     "stacked_dynamic_batch": Case(4, 3, lambda x: L.GRU(3)(L.LSTM(8, return_sequences=True)(x)),
                                   {"LSTM": 1, "GRU": 1}, dynamic=True),
     # cells that are not ONNX's: they stay Loops
@@ -128,6 +138,26 @@ def test_recurrent_layer_exports_as_expected_nodes_and_matches_keras(name: str, 
         assert np.max(np.abs(got - want)) / np.max(np.abs(want)) <= MAX_REL
 
 
+def test_bidirectional_layer_is_four_nodes(frozen: dict[str, Frozen]):
+    """The merged node reads x as the forward layer did; its two directions are joined by one
+    Transpose and one Reshape (the Concat's time-major-to-batch-major Transpose folded in)."""
+    model = _exported(frozen["bidirectional_lstm"])
+    assert [n.op_type for n in model.graph.node] == ["Transpose", "LSTM", "Transpose", "Reshape"]
+    lstm = model.graph.node[1]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in lstm.attribute}
+    assert attrs["direction"] == b"bidirectional" and attrs["hidden_size"] == 3
+    assert onnx.helper.get_attribute_value(model.graph.node[2].attribute[0]) == [2, 0, 1, 3]
+
+
+def test_bidirectional_merge_is_reported(frozen: dict[str, Frozen]):
+    from compiler.backends.onnx import export_with_report
+
+    item = frozen["bidirectional_stacked_dynamic"]
+    report = export_with_report(load_graph(item.graph_path), item.inputs, item.outputs).report
+    assert report.stats["bidirectional_rnn"] == 2
+    assert report.stats["onnx_lstm"] == 2 and report.stats["onnx_gru"] == 2   # cells matched before merging
+
+
 def test_gru_reset_spellings_set_linear_before_reset(frozen: dict[str, Frozen]):
     for name, flag in (("gru_reset_after", 1), ("gru_reset_before", 0)):
         node = next(n for n in _exported(frozen[name]).graph.node if n.op_type == "GRU")
@@ -142,5 +172,5 @@ def test_keras_rnn_fixture_fuses_every_layer(at_o2: bool):
     model = export(graph, fixture.inputs, fixture.outputs)
     onnx.checker.check_model(model, full_check=True)
     types = op_types(model)
-    assert (types["LSTM"], types["GRU"], types["RNN"], types["Loop"]) == (1, 2, 1, 0)
+    assert (types["LSTM"], types["GRU"], types["RNN"], types["Loop"]) == (1, 1, 1, 0)   # the GRUs merged
     assert_matches_tf(fixture, model)

@@ -158,12 +158,28 @@ class GraphBuilder:
         self.nodes.remove(node)
         self.nodes.insert(self.nodes.index(anchor), node)
 
+    def remove(self, node: Node) -> None:
+        """Take `node` out of the graph (a peephole replacing it)."""
+        self.nodes.remove(node)
+        for out in node.outputs:
+            if self._producers.get(out) is node:
+                del self._producers[out]
+
     def add_input(self, spec: ValueSpec) -> None:
         self.inputs.append(spec)
 
     def producer(self, tensor: str) -> Optional[Node]:
         """The node of this graph that computes `tensor` (None for inputs, initializers, outer names)."""
         return self._producers.get(tensor)
+
+    def readers(self, tensor: str) -> list[Node]:
+        """The nodes of this graph reading `tensor`, directly or from a subgraph they hold."""
+        return [node for node in self.nodes if tensor in node_reads(node)]
+
+    def is_exposed(self, tensor: str) -> bool:
+        """Whether `tensor` is, or is about to become, an output of this graph."""
+        tensor = self._aliases.get(tensor, tensor)
+        return any(t == tensor for t, _ in self._pending_outputs) or any(o.name == tensor for o in self.outputs)
 
     def annotate(self, spec: ValueSpec) -> None:
         """Record an intermediate tensor's type and shape for the model's value_info."""
@@ -227,6 +243,31 @@ class GraphBuilder:
         self.nodes = kept[::-1]
         self.value_info = {k: v for k, v in self.value_info.items() if k in self._producers}
         return removed
+
+    def restore_order(self) -> None:
+        """Reorder the nodes so each comes after the producers of what it reads, after a peephole
+        added nodes at the end; nodes already in order keep their places (a stable sort)."""
+        index = {id(node): i for i, node in enumerate(self.nodes)}
+        placed: set[int] = set()
+        order: list[Node] = []
+        for root in self.nodes:
+            stack, entered = [root], set()
+            while stack:
+                node = stack[-1]
+                if id(node) in placed:
+                    stack.pop()
+                    continue
+                waiting = [] if id(node) in entered else sorted(
+                    (p for p in (self._producers.get(t) for t in node_reads(node)) if p is not None and id(p) not in placed),
+                    key=lambda p: index[id(p)], reverse=True)
+                entered.add(id(node))
+                if waiting:
+                    stack.extend(waiting)
+                else:
+                    placed.add(id(node))
+                    order.append(node)
+                    stack.pop()
+        self.nodes = order
 
     def iter_nodes(self) -> Iterator[Node]:
         """Every node, subgraphs included, depth first."""

@@ -18,6 +18,7 @@ import onnx
 
 from compiler.analysis import analyze, reachable_ops
 from compiler.backends.onnx import model as onnx_model
+from compiler.backends.onnx.bidirectional_rnn import merge_bidirectional
 from compiler.backends.onnx.builder import GraphBuilder, ModelScope, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
@@ -94,6 +95,9 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     for value in out_values:
         _expose_output(ctx, value)
     ctx.stats["pruned_nodes"] += builder.prune()
+    ctx.stats["bidirectional_rnn"] += merge_bidirectional(builder)
+    if ctx.stats["bidirectional_rnn"]:
+        ctx.stats["pruned_nodes"] += builder.prune()
     long = onnx_model.long_vector(info.shape(v).dims for op in ops for v in op.results)
     model = onnx_model.finalize(onnx_model.assemble(builder, GRAPH_NAME), check, propagate_data=not long)
     model, completed = complete_qdq(model, check)
