@@ -93,3 +93,40 @@ def test_loops_without_lists_keep_their_functional_lowering() -> None:
     result = export_with_report(graph, [x], [out])
     assert "list_loops_as_frames" not in result.report.stats
     np.testing.assert_allclose(run_onnx(result.model, {x: feed}, [out])[out], want, rtol=1e-6)
+
+
+def _loop_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.op_type == "Loop"]
+
+
+def test_loop_invariants_are_read_from_outside_not_carried() -> None:
+    """TF2 carries every value a loop reads (the bound, a captured tensor) as a loop variable the body
+    returns unchanged; ONNX's body reads them from the enclosing graph, so only i and h are carried."""
+    tf = pytest.importorskip("tensorflow")
+
+    def loop(v):
+        step, bound = v * 0.5, tf.shape(v)[0] + 2
+        return tf.while_loop(lambda i, h: i < bound, lambda i, h: (i + 1, h * 0.9 + step), (0, v))[1]
+
+    data, x, out, feed, want = _frozen_functional(tf, loop, (3, 4))
+    graph = load_graph_bytes(data)
+    carried = {len(op.operands) for op in graph if op.type in ("While", "StatelessWhile")}
+    model = export_with_report(graph, [x], [out]).model
+    (node,) = _loop_nodes(model)
+    # TF's six: loop counter, maximum iterations, i, h, step, bound; three change
+    assert carried == {6} and len(node.input) - 2 == len(node.output) == 3
+    np.testing.assert_allclose(run_onnx(model, {x: feed}, [out])[out], want, rtol=1e-6)
+
+
+def test_a_loop_whose_variables_all_pass_through_keeps_one_carried() -> None:
+    """ONNX's Loop needs a carried value: a While (raw, without TF's loop counter) whose body returns
+    its argument unchanged still carries it."""
+    tf = pytest.importorskip("tensorflow")
+    spec = tf.TensorSpec((3,), tf.float32)
+    cond = tf.function(lambda h: tf.reduce_sum(h) > 1e9).get_concrete_function(spec)
+    body = tf.function(lambda h: tf.identity(h)).get_concrete_function(spec)
+    data, x, out, feed, want = _frozen_functional(
+        tf, lambda v: tf.raw_ops.While(input=[v], cond=cond, body=body, output_shapes=[[3]])[0], (3,))
+    model = export_with_report(load_graph_bytes(data), [x], [out]).model
+    assert [len(n.output) for n in _loop_nodes(model)] == [1]
+    np.testing.assert_array_equal(run_onnx(model, {x: feed}, [out])[out], want)

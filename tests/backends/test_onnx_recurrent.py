@@ -65,8 +65,8 @@ CASES = {
     "bidirectional_rnn_sum": Case(4, 3, lambda x: L.Bidirectional(L.SimpleRNN(3, return_sequences=True),
                                                                   merge_mode="sum")(x), {"RNN": 1}),
     "bidirectional_lstm_mul": Case(4, 2, lambda x: L.Bidirectional(L.LSTM(2), merge_mode="mul")(x), {"LSTM": 1}),
-    "bidirectional_states": Case(3, 3, lambda x: L.Concatenate()(list(L.Bidirectional(L.LSTM(3, return_state=True))(x))),
-                                 {"LSTM": 1}),
+    "bidirectional_states": Case(3, 3, lambda x: L.Concatenate()(
+        list(L.Bidirectional(L.LSTM(3, return_state=True))(x))), {"LSTM": 1}),
     "bidirectional_stacked_dynamic": Case(4, 3, lambda x: L.Bidirectional(L.GRU(2))(
         L.Bidirectional(L.LSTM(3, return_sequences=True))(x)), {"LSTM": 1, "GRU": 1}, dynamic=True),
     "bidirectional_given_state": Case(4, 3, lambda x: L.Bidirectional(L.GRU(3, return_sequences=True))(

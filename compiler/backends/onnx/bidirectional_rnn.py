@@ -354,7 +354,8 @@ def _emit_reduced(builder: GraphBuilder, reduction: str, source: str, order: tup
     else:
         builder.add_node(reduction, [source], [reduced], name, {"axes": [axis], "keepdims": 0})
     if not identity:
-        builder.add_node("Transpose", [reduced], [out], builder.scope.nodes.fresh(base + "/order"), {"perm": list(order)})
+        builder.add_node("Transpose", [reduced], [out], builder.scope.nodes.fresh(base + "/order"),
+                         {"perm": list(order)})
 
 
 def _node1(builder: GraphBuilder, op_type: str, inputs: Sequence[str], base: str, **attrs: object) -> str:

@@ -22,6 +22,7 @@ from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.lowering import Argument, lower_function_body
 from compiler.backends.onnx.registry import lowers
+from compiler.backends.onnx.tf1_frames import forwarded_source
 from compiler.frontends.graphdef.functions import Function, lower_function
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
@@ -140,31 +141,44 @@ def _known_branch(ctx: LoweringContext, index: Value, count: int) -> Optional[in
 
 @lowers("While", "StatelessWhile")
 def _while(ctx: LoweringContext, op: Op) -> None:
+    """An ONNX Loop.  A loop variable the body returns unchanged (a bound, a step, a captured
+    tensor: TF2 carries every value a loop reads) is not carried: the body and condition read the
+    outer tensor, a constant folds into them, and the While's result is its operand."""
     cond_fn, body_fn = _function(ctx, op, "cond"), _function(ctx, op, "body")
     prefix = f"{ctx.prefix}{op.name}/"
     initial = _arguments(ctx, op.operands)
     first = lower_function_body(ctx, cond_fn, ctx.builder, prefix + "cond_first/", initial)[0]
     first = _as_bool(ctx, op, first, cond_fn.results[0].dtype, "cond_first_bool")
 
+    unchanged = [forwarded_source(r) is a.results[0] for a, r in zip(body_fn.args, body_fn.results)]
+    invariant = [fixed and not (i == 0 and all(unchanged)) for i, fixed in enumerate(unchanged)]  # Loop needs one
     body = GraphBuilder(ctx.scope)
     names = ctx.scope.tensors
     body.add_input(ValueSpec(names.fresh(prefix + "body/iteration"), TensorProto.INT64, ()))
     body.add_input(ValueSpec(names.fresh(prefix + "body/cond_in"), TensorProto.BOOL, ()))
     carried = []
-    for arg, value in zip(body_fn.args, op.results):
+    for arg, value, outer, fixed, same in zip(body_fn.args, op.results, initial, invariant, unchanged):
+        if fixed:
+            carried.append(outer)
+            continue
         spec = ValueSpec(names.fresh(f"{prefix}body/in/{arg.name}"), onnx_type(ctx.dtype(value)))
         body.add_input(spec)
-        carried.append(Argument(spec.name, ctx.shape(value)))
+        carried.append(Argument(spec.name, outer.shape if same else ctx.shape(value)))
     results = lower_function_body(ctx, body_fn, body, prefix + "body/", carried)
-    again = lower_function_body(ctx, cond_fn, body, prefix + "body/cond/",
-                                [Argument(t, a.shape) for t, a in zip(results, carried)])[0]
+    next_args = [a if fixed else Argument(t, a.shape) for t, a, fixed in zip(results, carried, invariant)]
+    again = lower_function_body(ctx, cond_fn, body, prefix + "body/cond/", next_args)[0]
     if cond_fn.results[0].dtype != DType.BOOL:
         again = _cast_bool_in_body(ctx, body, again, prefix)
     body.expose(again, ValueSpec(names.fresh(prefix + "body/cond_out"), TensorProto.BOOL, ()))
-    _expose_results(ctx, body, results, op.results, body_fn.result_names, prefix + "body/out/")
-    outs = ctx.emit(op, "Loop", ["", first] + [a.tensor for a in initial], len(op.results), body=body)
-    for value, tensor in zip(op.results, outs):
-        ctx.bind(value, tensor)
+    moving = [i for i, fixed in enumerate(invariant) if not fixed]
+    _expose_results(ctx, body, [results[i] for i in moving], [op.results[i] for i in moving],
+                    [body_fn.result_names[i] for i in moving], prefix + "body/out/")
+    outs = ctx.emit(op, "Loop", ["", first] + [initial[i].tensor for i in moving], len(moving), body=body)
+    for i, tensor in zip(moving, outs):
+        ctx.bind(op.results[i], tensor)
+    for value, operand, fixed in zip(op.results, op.operands, invariant):
+        if fixed:
+            ctx.bind(value, ctx.value_in(operand))
 
 
 def _cast_bool_in_body(ctx: LoweringContext, body: GraphBuilder, tensor: str, prefix: str) -> str:
