@@ -47,6 +47,15 @@ def const_array(value: Value) -> Optional[np.ndarray]:
     return tensor.numpy()
 
 
+def ordered_const_array(value: Value) -> Optional[np.ndarray]:
+    """A decodable Const's elements, also when it waits on control inputs: in a loop body every
+    constant waits on the frame's pivot, which orders it but leaves its value the same."""
+    op = value.op
+    if op.type != "Const" or value.index != 0 or not getattr(op.attrs.get("value"), "is_decodable", False):
+        return None
+    return np.asarray(op.attrs["value"].numpy())
+
+
 def is_exclusive(value: Value, user: Op) -> bool:
     """True if `user` is the only reader of `value` and of every op on its Identity chain to the Const."""
     current = value

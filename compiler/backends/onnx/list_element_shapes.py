@@ -26,6 +26,7 @@ from compiler.backends.onnx.tf1_frames import export_order, refine_shapes
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.shapes import Shape
+from compiler.rewrite.constants import ordered_const_array
 from compiler.rewrite.edit import add_const
 
 # List op -> the operand holding the element shape it reads with (readers), or None (writers: the item).
@@ -124,25 +125,16 @@ def _item_shapes(create: Op, shape_of: Callable[[Value], Shape]) -> list[Optiona
 
 def _unknown_rank(value: Value) -> bool:
     """Whether an element-shape operand is the constant "unknown rank" (a scalar -1)."""
-    found = _const_value(value)
+    found = ordered_const_array(value)
     return found is not None and found.ndim == 0
 
 
 def _shape_operand(value: Value) -> Optional[Shape]:
     """A constant element-shape operand as a Shape; None for an unknown rank (-1) or a computed shape."""
-    found = _const_value(value)
+    found = ordered_const_array(value)
     if found is None or found.ndim == 0:
         return None
     return Shape.of(int(d) for d in found.reshape(-1))
-
-
-def _const_value(value: Value) -> Optional[np.ndarray]:
-    """A Const's value, also one with control inputs (in a loop body every constant waits on the
-    frame's pivot; that orders it, its value is the same)."""
-    op = value.op
-    if op.type != "Const" or value.index != 0 or not getattr(op.attrs.get("value"), "is_decodable", False):
-        return None
-    return np.asarray(op.attrs["value"].numpy())
 
 
 def _read_item_shape(read: Op, shape_of: Callable[[Value], Shape]) -> Optional[Shape]:

@@ -26,6 +26,7 @@ from compiler.backends.onnx.registry import lowers
 from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, MERGE, SWITCH
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
+from compiler.rewrite.constants import ordered_const_array
 
 # Ops that make a list from nothing but its element shape (and a count).
 LIST_CREATES = frozenset({"TensorListReserve", "EmptyTensorList"})
@@ -79,9 +80,7 @@ def _const(ctx: LoweringContext, op: Op, index: int, what: str) -> np.ndarray:
 
 def _known(ctx: LoweringContext, value: Value) -> Optional[np.ndarray]:
     found = ctx.constant(value)
-    if found is None and value.op.type == "Const":
-        return value.op.attrs["value"].numpy()
-    return None if found is None else np.asarray(found)
+    return ordered_const_array(value) if found is None else np.asarray(found)
 
 
 def _known_int(ctx: LoweringContext, value: Value) -> Optional[int]:
