@@ -148,13 +148,16 @@ def _past_last_step(builder: GraphBuilder, tensor: str) -> str:
 
 
 def view_of(builder: GraphBuilder, tensor: str) -> View:
-    """Walk back through Transposes and reversing Slices to the tensor they rearrange."""
+    """Walk back through Transposes (and Reshapes that only move axes of size one, as a transpose
+    of a batch of one is exported) and reversing Slices to the tensor they rearrange."""
     perm: Optional[list[int]] = None
     flipped: set[int] = set()
     while True:
         node = builder.producer(tensor)
-        if node is not None and node.op_type == "Transpose" and isinstance(node.attrs.get("perm"), list):
-            p = list(node.attrs["perm"])
+        moved = _unit_axis_move(builder, node) if node is not None and node.op_type == "Reshape" else None
+        if moved is not None or (node is not None and node.op_type == "Transpose"
+                                 and isinstance(node.attrs.get("perm"), list)):
+            p = moved if moved is not None else list(node.attrs["perm"])
             if perm is not None and len(p) != len(perm):
                 break
             perm = p if perm is None else [p[a] for a in perm]
@@ -166,6 +169,29 @@ def view_of(builder: GraphBuilder, tensor: str) -> View:
         tensor = node.inputs[0]
     identity = perm is None or perm == sorted(perm)
     return View(tensor, None if identity else tuple(perm), frozenset(flipped))
+
+
+def _unit_axis_move(builder: GraphBuilder, node: Node) -> Optional[list[int]]:
+    """A Reshape keeping the rank and the order of the axes longer than one, as the permutation
+    it amounts to (output axis j is input axis perm[j]); None for any other Reshape."""
+    source, target = _static_dims(builder, node.inputs[0]), _ints(builder, node.inputs[1])
+    if source is None or target is None or len(source) != len(target) or 0 in target or -1 in target:
+        return None
+    long_in = [a for a, d in enumerate(source) if d != 1]
+    long_out = [a for a, d in enumerate(target) if d != 1]
+    if [source[a] for a in long_in] != [target[a] for a in long_out]:
+        return None
+    unit_in = iter(a for a, d in enumerate(source) if d == 1)
+    long_in_order = iter(long_in)
+    return [next(long_in_order) if d != 1 else next(unit_in) for d in target]
+
+
+def _static_dims(builder: GraphBuilder, tensor: str) -> Optional[list[int]]:
+    """A tensor's dims when all are known: from its annotation, or the graph input it is."""
+    spec = builder.value_info.get(tensor) or next((s for s in builder.inputs if s.name == tensor), None)
+    if spec is None or spec.dims is None or not all(isinstance(d, int) for d in spec.dims):
+        return None
+    return list(spec.dims)
 
 
 def _reversed_axes(builder: GraphBuilder, node: Node) -> Optional[set[int]]:
