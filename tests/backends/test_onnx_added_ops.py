@@ -510,6 +510,16 @@ def test_slice_begin_and_size_read_at_run_time(begin, size):
     check(b, feeds, [y, b("Relu", b("Slice", x, ints(b, [1, 0, 0]), count, Index=DType.INT32))])
 
 
+@pytest.mark.parametrize("begin", [0, -1])
+def test_shrinking_an_axis_of_length_one_is_only_a_squeeze(begin: int):
+    """x[-1] of an RNN's one-step final state picks its only element: no Slice is needed."""
+    b = Builder()
+    x = b.input("x", [1, 2, 5])
+    y = b("StridedSlice", x, ints(b, [begin, 0]), ints(b, [0, 0]), ints(b, [1, 1]), Index=DType.INT32,
+          shrink_axis_mask=1, end_mask=2)
+    assert check(b, {"x": np.arange(10, dtype=np.float32).reshape(1, 2, 5)}, [y]) == {"Squeeze": 1}
+
+
 def test_strided_slice_with_run_time_strides_is_refused():
     b = Builder()
     x, step = b.input("x", [4]), b.input("step", [1], DType.INT32)

@@ -471,6 +471,9 @@ def _strided_slice(ctx: LoweringContext, op: Op) -> None:
     strides = [int(v) for v in ctx.const_operand(op, 3, "strides").reshape(-1)]
     begin, end = (_known_bounds(ctx, op.operands[i], len(strides)) for i in (1, 2))
     specs, shrink, new_axes = _strided_specs(op, rank, begin, end, strides)
+    dims = ctx.shape(x).dims or ()
+    # the one element of an axis of length one needs no Slice to pick (an RNN's last step of one)
+    specs = [s for s in specs if not (s[0] in shrink and s[0] < len(dims) and dims[s[0]] == 1 and s[1] in (0, -1))]
     if not shrink and not new_axes:
         found = ctx.lowered(x)
         ctx.bind(op.results[0], emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
