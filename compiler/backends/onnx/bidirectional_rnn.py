@@ -8,22 +8,24 @@ the export first holds two nodes, the reversing Slices and a Concat; ONNX's
 bidirectional node does all of it (its reverse direction reads the sequence from
 the end and writes each step back at its own time).
 
-The peephole runs on the finished ONNX graph, before dead nodes are pruned.  It
-starts from a Concat (along the last axis) of the forward node's outputs and the
-backward node's outputs and needs:
+The peephole runs on the finished ONNX graph, once dead nodes are pruned.  It
+starts from a join of the two directions (a Concat along the last axis, or an
+Add or Mul: Keras' other merge modes) and needs:
 
 - both nodes of one op type with the same attributes, one-way, without sequence
   lengths or peepholes, with constant weights, and initial states given for both or
   for neither;
 - the backward node's sequence to be the forward node's with the time axis
-  reversed, through any Transposes and reversing Slices;
-- the two Concat operands to be the same view (Transposes) of the forward node's
-  every-step output and of the backward node's every-step output reversed in time,
-  or of the two final states.
+  reversed, through any Transposes, Reshapes that only move axes of size one, and
+  reversing Slices;
+- the two joined operands to be the same view of the forward node's every-step
+  output and of the backward node's every-step output reversed in time, or of the
+  two final states.
 
-The pair becomes a Transpose and a Reshape of the merged node's output.  Both old
-nodes' outputs are recomputed as Slices of the merged node's, so any other reader
-still sees the same values; unread ones are pruned.
+The pair becomes a Transpose and a Reshape of the merged node's output (a
+ReduceSum or ReduceProd over its direction axis for Add or Mul).  Both old nodes'
+outputs are recomputed from the merged node's, so any other reader still sees the
+same values; unread ones are pruned.
 """
 from __future__ import annotations
 
@@ -71,8 +73,11 @@ def merge_bidirectional(builder: GraphBuilder) -> int:
     """Merge every forward/backward pair a join reads, here and in subgraphs; returns how many."""
     merged = sum(merge_bidirectional(sub) for node in list(builder.nodes) for sub in node.subgraphs())
     here = 0
+    alive = {id(n) for n in builder.nodes}
     for join in [n for n in builder.nodes if n.op_type in _JOINS and not n.domain]:
-        here += _merge_at(builder, join)
+        if id(join) in alive and _merge_at(builder, join):
+            here += 1
+            alive = {id(n) for n in builder.nodes}   # the rewrite prunes what only the join read
     if here:
         builder.restore_order()
     return merged + here
@@ -288,7 +293,7 @@ def _merged_node(builder: GraphBuilder, fwd: Node, bwd: Node, base: str) -> Node
     attrs = dict(fwd.attrs, direction="bidirectional")
     if "activations" in fwd.attrs or "activations" in bwd.attrs:
         default = _DEFAULT_ACTIVATIONS[fwd.op_type]
-        attrs["activations"] = list(fwd.attrs.get("activations", default)) + list(bwd.attrs.get("activations", default))
+        attrs["activations"] = [*fwd.attrs.get("activations", default), *bwd.attrs.get("activations", default)]
     names = ("Y", "Y_h", "Y_c") if fwd.op_type == "LSTM" else ("Y", "Y_h")
     outputs = [scope.tensors.fresh(f"{base}/{name}") for name in names]
     for node in (fwd, bwd):
@@ -303,12 +308,12 @@ def _recompute_outputs(builder: GraphBuilder, merged: Node, fwd: Node, bwd: Node
     ints = _ints_maker(builder, base)
     for direction, node in enumerate((fwd, bwd)):
         for index, tensor in enumerate(node.outputs):
-            axis = 1 if index == 0 else 0
-            if not tensor or (not (direction and index == 0) and _gather_instead(builder, tensor, merged.outputs[index],
-                                                                                   direction, axis, base)):
+            axis, run_backwards = (1 if index == 0 else 0), direction == 1 and index == 0
+            if not tensor or (not run_backwards and _gather_instead(builder, tensor, merged.outputs[index],
+                                                                    direction, axis, base)):
                 continue
             starts, ends, axes, steps = [direction], [direction + 1], [axis], [1]
-            if direction == 1 and index == 0:
+            if run_backwards:
                 starts, ends, axes, steps = [-1] + starts, [_INT64_MIN] + ends, [0] + axes, [-1] + steps
             builder.add_node("Slice", [merged.outputs[index], ints(starts), ints(ends), ints(axes), ints(steps)],
                              [tensor], builder.scope.nodes.fresh(f"{node.name}/from_bidirectional"))

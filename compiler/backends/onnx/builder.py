@@ -257,10 +257,8 @@ class GraphBuilder:
                 if id(node) in placed:
                     stack.pop()
                     continue
-                waiting = [] if id(node) in entered else sorted(
-                    (p for p in (self._producers.get(t) for t in node_reads(node)) if p is not None and id(p) not in placed),
-                    key=lambda p: index[id(p)], reverse=True)
-                entered.add(id(node))
+                waiting = [] if id(node) in entered else self._unplaced_producers(node, placed, index)
+                entered.add(id(node))   # a cycle (none in a valid graph) is placed as found
                 if waiting:
                     stack.extend(waiting)
                 else:
@@ -268,6 +266,11 @@ class GraphBuilder:
                     order.append(node)
                     stack.pop()
         self.nodes = order
+
+    def _unplaced_producers(self, node: Node, placed: set[int], index: dict[int, int]) -> list[Node]:
+        """The producers of what `node` reads that are not placed yet, the earliest last (popped first)."""
+        found = {id(p): p for p in (self._producers.get(t) for t in node_reads(node)) if p is not None}
+        return sorted((p for key, p in found.items() if key not in placed), key=lambda p: index[id(p)], reverse=True)
 
     def iter_nodes(self) -> Iterator[Node]:
         """Every node, subgraphs included, depth first."""

@@ -95,8 +95,9 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     for value in out_values:
         _expose_output(ctx, value)
     ctx.stats["pruned_nodes"] += builder.prune()
-    ctx.stats["bidirectional_rnn"] += merge_bidirectional(builder)
-    if ctx.stats["bidirectional_rnn"]:
+    merged = merge_bidirectional(builder)
+    if merged:
+        ctx.stats["bidirectional_rnn"] += merged
         ctx.stats["pruned_nodes"] += builder.prune()
     long = onnx_model.long_vector(info.shape(v).dims for op in ops for v in op.results)
     model = onnx_model.finalize(onnx_model.assemble(builder, GRAPH_NAME), check, propagate_data=not long)
