@@ -36,10 +36,10 @@ from typing import Optional, Sequence
 import numpy as np
 
 from compiler.backends.onnx.builder import GraphBuilder, Node
+from compiler.backends.onnx.ops_array import INT64_MIN
 
 _DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
 _LARGE = 1 << 62          # a Slice bound at least this far out runs to the end of its axis
-_INT64_MIN = np.iinfo(np.int64).min
 _SEQUENCE, _FINAL = "sequence", "final"   # every step's output [T, batch, H], the final state [batch, H]
 
 
@@ -314,7 +314,7 @@ def _recompute_outputs(builder: GraphBuilder, merged: Node, fwd: Node, bwd: Node
                 continue
             starts, ends, axes, steps = [direction], [direction + 1], [axis], [1]
             if run_backwards:
-                starts, ends, axes, steps = [-1] + starts, [_INT64_MIN] + ends, [0] + axes, [-1] + steps
+                starts, ends, axes, steps = [-1] + starts, [INT64_MIN] + ends, [0] + axes, [-1] + steps
             builder.add_node("Slice", [merged.outputs[index], ints(starts), ints(ends), ints(axes), ints(steps)],
                              [tensor], builder.scope.nodes.fresh(f"{node.name}/from_bidirectional"))
 

@@ -173,12 +173,9 @@ def _while(ctx: LoweringContext, op: Op) -> None:
     moving = [i for i, fixed in enumerate(invariant) if not fixed]
     _expose_results(ctx, body, [results[i] for i in moving], [op.results[i] for i in moving],
                     [body_fn.result_names[i] for i in moving], prefix + "body/out/")
-    outs = ctx.emit(op, "Loop", ["", first] + [initial[i].tensor for i in moving], len(moving), body=body)
-    for i, tensor in zip(moving, outs):
-        ctx.bind(op.results[i], tensor)
-    for value, operand, fixed in zip(op.results, op.operands, invariant):
-        if fixed:
-            ctx.bind(value, ctx.value_in(operand))
+    outs = iter(ctx.emit(op, "Loop", ["", first] + [initial[i].tensor for i in moving], len(moving), body=body))
+    for value, outer, fixed in zip(op.results, initial, invariant):
+        ctx.bind(value, outer.tensor if fixed else next(outs))
 
 
 def _cast_bool_in_body(ctx: LoweringContext, body: GraphBuilder, tensor: str, prefix: str) -> str:
