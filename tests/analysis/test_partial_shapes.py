@@ -19,6 +19,9 @@ def _shape_of(b: Builder, value) -> tuple:
     ([0, -1, 0], [0, 0, 0], [1, 1, 1], {"begin_mask": 5, "end_mask": 5, "shrink_axis_mask": 2}, (None, 4)),  # x[:, -1]
     ([0, 1, 0], [0, 3, 2], [1, 1, 1], {"begin_mask": 1, "end_mask": 1}, (None, 2, 2)),                    # x[:, 1:3, :2]
     ([0, 0, 0], [0, 0, 0], [1, 1, 1], {"begin_mask": 7, "end_mask": 7, "new_axis_mask": 2}, (None, 1, 5, 4)),
+    ([0, 0, 0], [1, 0, 0], [1, 1, 1], {"end_mask": 6}, (None, 5, 4)),        # x[:1]: 0 rows when x has none (as TF)
+    ([2, 0, 0], [1, 0, 0], [1, 1, 1], {"end_mask": 6}, (0, 5, 4)),           # x[2:1]: empty whatever the batch
+    ([-1, 0, 0], [0, 0, 0], [1, 1, 1], {"end_mask": 6, "shrink_axis_mask": 1}, (5, 4)),  # x[-1]
 ])
 def test_strided_slice_of_a_dynamic_batch(begin, end, strides, masks, expected) -> None:
     b = Builder()

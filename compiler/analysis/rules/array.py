@@ -137,16 +137,26 @@ def _slice(facts: OpFacts) -> Optional[list[Shape]]:
 def _strided_slice(facts: OpFacts) -> Optional[list[Shape]]:
     """Index a zero-stride stand-in array of the input's shape: numpy does the arithmetic.
 
-    An unknown dim is tried at two large sizes; a result dim that comes out the same both times
-    does not depend on it (a dynamic-batch RNN's `x[:, -1]` keeps its known feature dim)."""
+    An unknown dim is tried at several sizes, large and small; a result dim that comes out the same
+    every time does not depend on it (a dynamic-batch RNN's `x[:, -1]` keeps its known feature dim,
+    while `x[:1]` is 0 or 1 row).  A size at which TF would refuse the slice (an index past the end)
+    is not a size the dim can have, and is skipped."""
     dims, strides = facts.shapes[0].dims, facts.ints(3)
     if dims is None or strides is None:
         return None
     begin, end = (_bounds(facts, i, len(strides)) for i in (1, 2))
     masks = {m: int(facts.attr(m, 0)) for m in SLICE_MASKS}
     stand_in = ([0 if b is None else b for b in begin], [0 if e is None else e for e in end])
-    trials = [_sliced_shape([s if d is None else d for d in dims], *stand_in, strides, masks) for s in _STAND_INS]
-    out = [a if a == b else None for a, b in zip(*trials)] if None in dims else list(trials[0])
+    if None in dims:
+        def sized(size: int) -> list[int]:
+            return [size if d is None else d for d in dims]
+
+        trials = [_sliced_shape(sized(s), *stand_in, strides, masks) for s in _STAND_INS]
+        small = (_sliced_shape_or_none(sized(s), *stand_in, strides, masks) for s in _SMALL_STAND_INS)
+        trials += [found for found in small if found is not None]
+        out = [dim[0] if len(set(dim)) == 1 else None for dim in zip(*trials)]
+    else:
+        out = list(_sliced_shape(list(dims), *stand_in, strides, masks))
     for axis in _run_time_bounded(len(dims), begin, end, masks, len(strides)):
         out[axis] = None
     return [Shape(tuple(out))]
@@ -178,13 +188,23 @@ def _run_time_bounded(rank: int, begin: list[Optional[int]], end: list[Optional[
     return axes
 
 
-# Sizes standing in for an unknown dim: large, distinct, and not multiples of each other.
+# Sizes standing in for an unknown dim: large, distinct, and not multiples of each other; then small
+# ones, at which a slice bounded by constants comes out shorter.
 _STAND_INS = (1000003, 1000033)
+_SMALL_STAND_INS = (0, 1, 2)
 
 
 def _sliced_shape(dims: list[int], begin, end, strides, masks: dict[str, int]) -> tuple[int, ...]:
     stand_in = np.broadcast_to(np.zeros((), np.int8), dims)
     return stand_in[strided_slice_index(dims, begin, end, strides, masks)].shape  # type: ignore[index]
+
+
+def _sliced_shape_or_none(dims: list[int], begin, end, strides, masks: dict[str, int]) -> Optional[tuple[int, ...]]:
+    """The sliced shape, or None when TF would refuse the slice at these dims."""
+    try:
+        return _sliced_shape(dims, begin, end, strides, masks)
+    except (IndexError, KernelError):
+        return None
 
 
 @shape_rule("Gather", "GatherV2")

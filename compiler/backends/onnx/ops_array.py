@@ -388,7 +388,7 @@ def _bound_vector(ctx: LoweringContext, op: Op, bounds: Sequence[Bound], name: s
         return ctx.ints(bounds, f"{op.name}/{name}")  # type: ignore[arg-type]
     pieces = [ctx.ints([b], f"{op.name}/{name}{n}") if isinstance(b, int) else _run_time_bound(ctx, op, *b)
               for n, b in enumerate(bounds)]
-    return ctx.helper1(op, name, "Concat", pieces, axis=0)
+    return pieces[0] if len(pieces) == 1 else ctx.helper1(op, name, "Concat", pieces, axis=0)
 
 
 def _run_time_bound(ctx: LoweringContext, op: Op, kind: str, index: int) -> str:
@@ -405,8 +405,11 @@ def _run_time_bound(ctx: LoweringContext, op: Op, kind: str, index: int) -> str:
 
 def _element(ctx: LoweringContext, op: Op, source: int, index: int) -> str:
     """Element `index` of integer operand `source` as an int64 [1]."""
-    at = [ctx.ints([index], f"{op.name}/at{index}"), ctx.ints([index + 1], f"{op.name}/at{index + 1}")]
-    element = ctx.helper1(op, f"in{source}_{index}", "Slice", [ctx.operand(op, source)] + at)
+    if ctx.shape(op.operands[source]).dims == (1,):  # the vector is that one element
+        element = ctx.operand(op, source)
+    else:
+        at = [ctx.ints([index], f"{op.name}/at{index}"), ctx.ints([index + 1], f"{op.name}/at{index + 1}")]
+        element = ctx.helper1(op, f"in{source}_{index}", "Slice", [ctx.operand(op, source)] + at)
     if ctx.dtype(op.operands[source]) != DType.INT64:
         element = ctx.helper1(op, f"in{source}_{index}_i64", "Cast", [element], to=onnx_type(DType.INT64))
     return element

@@ -47,12 +47,12 @@ def carried_on(user: Op, slot: int) -> Optional[Sequence[Value]]:
 
 def list_element_dtype(value: Value) -> Optional[DType]:
     """The element dtype of the TensorList `value`, from the list op that made it."""
-    origin = _list_origin(value)
+    origin = list_origin(value)
     found = origin.attr("element_dtype", None) if origin is not None else None
     return found if isinstance(found, DType) else None
 
 
-def _list_origin(value: Value) -> Optional[Op]:
+def list_origin(value: Value) -> Optional[Op]:
     """The op that created list `value` (Reserve, FromTensor...), looking through control flow,
     identities and SetItems; None past a cycle."""
     seen: set[Value] = set()
@@ -149,25 +149,35 @@ def _concat(ctx: LoweringContext, op: Op) -> None:
 
 @lowers("TensorListReserve", "EmptyTensorList")
 def _reserve(ctx: LoweringContext, op: Op) -> None:
-    """n zero items (an EmptyTensorList: none), stored as one tensor."""
+    """n zero items (an EmptyTensorList: none), stored as one tensor; n may be known only at run time
+    (a map_fn over a batch of unknown size)."""
     shape, count = _reserved(ctx, op)
     dtype = op.attr("element_dtype")
-    dims = [count] + [d if d >= 0 else 1 for d in shape]
-    if int(np.prod(dims)) <= INITIALIZER_ELEMENTS:
-        ctx.bind(op.results[0], ctx.initializer(np.zeros(dims, dtype.to_numpy()), op.name))
+    item_dims = [d if d >= 0 else 1 for d in shape]
+    if count is not None and int(np.prod([count, *item_dims])) <= INITIALIZER_ELEMENTS:
+        ctx.bind(op.results[0], ctx.initializer(np.zeros([count, *item_dims], dtype.to_numpy()), op.name))
         return
+    if count is None:
+        n = ctx.helper1(op, "count", "Reshape", [ctx.operand(op, 1), ctx.ints([1], f"{op.name}/one")])
+        n = ctx.helper1(op, "count64", "Cast", [n], to=TensorProto.INT64)
+        dims = ctx.helper1(op, "dims", "Concat", [n, ctx.ints(item_dims, f"{op.name}/item_dims")], axis=0) \
+            if item_dims else n
+    else:
+        dims = ctx.ints([count, *item_dims], f"{op.name}/dims")
     zero = helper.make_tensor("value", _onnx_elem(op, dtype), [1], [0])
-    ctx.bind(op.results[0], ctx.emit1(op, "ConstantOfShape", [ctx.ints(dims, f"{op.name}/dims")], value=zero))
+    ctx.bind(op.results[0], ctx.emit1(op, "ConstantOfShape", [dims], value=zero))
 
 
-def _reserved(ctx: LoweringContext, op: Op) -> tuple[list[int], int]:
-    """A Reserve's element shape (-1: unknown dim) and count (an empty list's: 0); both must be
-    constants, the rank known."""
+def _reserved(ctx: LoweringContext, op: Op) -> tuple[list[int], Optional[int]]:
+    """A Reserve's element shape (-1: unknown dim), which must be a constant of known rank, and its
+    count (an empty list's: 0; None: known only at run time)."""
     shape = _element_shape(ctx, op, 0)
-    count = 0 if op.type == "EmptyTensorList" else int(np.asarray(_const(ctx, op, 1, "num_elements")).reshape(()))
-    if shape is None or count < 0:
-        raise UnsupportedOpError(op.type, op.name, f"the element rank and the count ({count}) must be known "
-                                                   "to store the list as one ONNX tensor")
+    count = 0 if op.type == "EmptyTensorList" else _known_int(ctx, op.operands[1])
+    if shape is None:
+        raise UnsupportedOpError(op.type, op.name, "the element rank must be known to store the list as one "
+                                                   "ONNX tensor")
+    if count is not None and count < 0:
+        raise UnsupportedOpError(op.type, op.name, f"it reserves {count} items")
     return shape, count
 
 
@@ -189,7 +199,7 @@ def _set_item(ctx: LoweringContext, op: Op) -> None:
     """ScatterND of the one item at [[index]] (TF refuses an index outside the list, so does ScatterND,
     unless the list may grow: then it is first padded with zero items up to the index)."""
     target = ctx.operand(op, 0)
-    origin = _list_origin(op.operands[0])
+    origin = list_origin(op.operands[0])
     created = origin is not None and origin.type in LIST_CREATES
     shape, count = _reserved(ctx, origin) if created else ([], 0)
     grows, unknown_dims = bool(op.attr("resize_if_index_out_of_bounds", False)), any(d < 0 for d in shape)
@@ -205,7 +215,9 @@ def _set_item(ctx: LoweringContext, op: Op) -> None:
         target = _grown(ctx, op, target, index, item_shape, unknown_dims)
     elif unknown_dims:
         held = count if held is None else held
-        target = _allocated(ctx, op, target, ctx.ints([held], f"{op.name}/count"), item_shape)
+        count_now = shape_slice(ctx, op, target, 0, 1, "count") if held is None \
+            else ctx.ints([held], f"{op.name}/count")
+        target = _allocated(ctx, op, target, count_now, item_shape)
     if constant_where:
         where = ctx.initializer(np.asarray([[known_index]], np.int64), f"{op.name}/where")
     else:

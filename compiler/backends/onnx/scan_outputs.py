@@ -16,7 +16,9 @@ reads the list inside the loop.  This module recognises that:
 - the item index is an *iteration counter*: a loop variable that starts at 0
   and whose next value is itself + 1;
 - the loop runs exactly n times: its predicate is a conjunction of
-  `counter < limit` tests whose smallest constant limit is n.  (With fewer
+  `counter < limit` tests whose smallest constant limit is n, or whose limits
+  are all the very tensor the list was reserved with (a `map_fn` over a batch
+  of unknown size: n is known only at run time).  (With fewer
   iterations the unwritten items would have to read as zeros; such loops keep
   the carried form.)  Or the list starts empty and grows with each write
   (`resize_if_index_out_of_bounds`, a dynamic-size TensorArray): then it
@@ -27,17 +29,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Union
 
 import numpy as np
 
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.ops_tensor_list import static_count
 from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, LoopVariable, WhileFrame, forwarded_source
+from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 from compiler.rewrite.constants import const_array
 
 _ADDS = frozenset({"Add", "AddV2"})
+# How many times a loop runs, or how many items a list holds: a number known at export time, or the
+# tensor (before any Enter or identity) that holds it at run time.
+Count = Union[int, Value]
 
 
 @dataclass(frozen=True)
@@ -65,8 +71,8 @@ def scanned_lists(ctx: LoweringContext, frame: WhileFrame) -> list[ScannedList]:
         set_item = _only_set_item(var)
         if set_item is None:
             continue
-        count, grows = static_count(ctx, var.initial), bool(set_item.attr("resize_if_index_out_of_bounds", False))
-        if count is None or not (count == trips or (grows and count == 0)):
+        count, grows = _count(ctx, var.initial, fixed), bool(set_item.attr("resize_if_index_out_of_bounds", False))
+        if count is None or not (count == trips or (grows and count == 0)):  # (a Value equals only itself)
             continue
         if count == 0 and not ctx.shape(set_item.operands[2]).is_fully_defined:
             continue
@@ -74,6 +80,15 @@ def scanned_lists(ctx: LoweringContext, frame: WhileFrame) -> list[ScannedList]:
         if any(index in (c.merged, c.body_input) for c in counters.values()):
             found.append(ScannedList(var, set_item, count == 0))
     return found
+
+
+def _count(ctx: LoweringContext, initial: Value, fixed: Mapping[Value, Value]) -> Optional[Count]:
+    """How many items the list `initial` holds: known at export time, or the count a Reserve was given."""
+    count = static_count(ctx, initial)
+    if count is not None:
+        return count
+    origin = _past_carriers(initial, fixed).op
+    return _limit(ctx, origin.operands[1], fixed) if origin.type == "TensorListReserve" else None
 
 
 def _only_set_item(var: LoopVariable) -> Optional[Op]:
@@ -114,23 +129,46 @@ def _is_counter(ctx: LoweringContext, var: LoopVariable, fixed: Mapping[Value, V
 
 
 def _trip_count(ctx: LoweringContext, predicate: Value, counters: dict[Value, LoopVariable],
-                fixed: Mapping[Value, Value]) -> Optional[int]:
+                fixed: Mapping[Value, Value]) -> Optional[Count]:
     """How many times the loop runs, when its predicate is `counter < limit` tests joined by
-    LogicalAnd with limits known at export time (the smallest one)."""
+    LogicalAnd with limits known at export time (the smallest one), or all one run-time tensor."""
     limits = _counter_limits(ctx, forwarded_source(predicate), counters, fixed)
-    return min(limits) if limits else None
+    if not limits:
+        return None
+    numbers = [n for n in limits if isinstance(n, int)]
+    if len(numbers) == len(limits):
+        return min(numbers)
+    return limits[0] if not numbers and all(n is limits[0] for n in limits) else None
 
 
 def _counter_limits(ctx: LoweringContext, value: Value, counters: dict[Value, LoopVariable],
-                    fixed: Mapping[Value, Value]) -> Optional[list[int]]:
+                    fixed: Mapping[Value, Value]) -> Optional[list[Count]]:
     op = value.op
     if op.type == "LogicalAnd" and len(op.operands) == 2:
         parts = [_counter_limits(ctx, forwarded_source(v), counters, fixed) for v in op.operands]
         return None if None in parts else [n for part in parts for n in part]  # type: ignore[union-attr]
     if op.type == "Less" and len(op.operands) == 2 and forwarded_source(op.operands[0]) in counters:
-        limit = _number(ctx, op.operands[1], fixed)
-        return None if limit is None or limit < 0 else [limit]
+        limit = _limit(ctx, op.operands[1], fixed)
+        return None if limit is None or (isinstance(limit, int) and limit < 0) else [limit]
     return None
+
+
+def _limit(ctx: LoweringContext, value: Value, fixed: Mapping[Value, Value]) -> Optional[Count]:
+    """A count known at export time, else the run-time scalar integer tensor it comes from."""
+    number = _number(ctx, value, fixed)
+    if number is not None:
+        return number
+    source = _past_carriers(value, fixed)
+    return source if source.dtype in (DType.INT32, DType.INT64) and source.shape.rank in (0, None) else None
+
+
+def _past_carriers(value: Value, fixed: Mapping[Value, Value]) -> Value:
+    """Where `value` comes from before the loop's invariants, Enters and identities."""
+    while True:
+        value = fixed.get(value, value)
+        if value.op.type not in ENTER_OR_IDENTITY or not value.op.operands:
+            return value
+        value = value.op.operands[0]
 
 
 def _number(ctx: LoweringContext, value: Value, fixed: Mapping[Value, Value] = MappingProxyType({})) -> Optional[int]:

@@ -42,7 +42,7 @@ from compiler.analysis import StaticInfo, analyze
 from compiler.analysis.order import reachable_ops, topological_order
 from compiler.backends.onnx.list_element_shapes import merged_dims
 from compiler.backends.onnx.ops_tensor_list import carried_on
-from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, MERGE
+from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, MERGE, forwarded_source
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, IRError, Op, Value
 from compiler.ir.shapes import Shape
@@ -218,11 +218,41 @@ def _every_item(access: Op, use: TensorArrayUse, at_least: bool = False) -> bool
     the exporter computes it.)"""
     size, found = _static(use.create.operands[0]), _static(access.operands[1])
     if size is None or found is None or found.ndim != 1 or size.size != 1:
-        return False
+        return _ranges_over_the_size(access, use)
     count = int(size.reshape(()))
     if found.size != count and not (at_least and found.size > count):
         return False
     return np.array_equal(found, np.arange(found.size))
+
+
+def _ranges_over_the_size(access: Op, use: TensorArrayUse) -> bool:
+    """The indices are `range(0, n)` for n the array's size, read at run time: the very tensor the
+    array was created with, or, for a scatter, that tensor and the range's limit both the scattered
+    value's first dimension (how TF1's map_fn unstacks a batch of unknown size)."""
+    indices = forwarded_source(access.operands[1]).op
+    if indices.type != "Range" or len(indices.operands) != 3:
+        return False
+    start, limit, delta = indices.operands
+    if not (_is_number(start, 0) and _is_number(delta, 1)):
+        return False
+    size = use.create.operands[0]
+    if forwarded_source(limit) is forwarded_source(size):
+        return True
+    scattered = access.operands[2] if access.type == "TensorArrayScatterV3" else None
+    return scattered is not None and _first_dim_of(limit, scattered) and _first_dim_of(size, scattered)
+
+
+def _first_dim_of(value: Value, tensor: Value) -> bool:
+    """`value` is `tf.shape(tensor)[0]`: a StridedSlice of its Shape, shrunk to element 0."""
+    sliced = forwarded_source(value).op
+    if sliced.type != "StridedSlice" or sliced.attr("shrink_axis_mask", 0) != 1 \
+            or any(sliced.attr(m, 0) for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")):
+        return False
+    shape = forwarded_source(sliced.operands[0]).op
+    bounds = [const_array(v) for v in sliced.operands[1:]]
+    return shape.type == "Shape" and forwarded_source(shape.operands[0]) is forwarded_source(tensor) \
+        and all(b is not None and b.size == 1 for b in bounds) \
+        and [int(b.reshape(-1)[0]) for b in bounds] == [0, 1, 1]
 
 
 def _gathers_every_item(gather: Op, use: TensorArrayUse) -> bool:
