@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler.backends.onnx import UnsupportedOpError, export_with_report
+from compiler.backends.onnx import export_with_report
 from compiler.backends.onnx.tf2onnx_compare import convert_with_tf2onnx
 from compiler.frontends.graphdef import load_graph_bytes
 from compiler.runtime.onnx_runner import run_onnx
@@ -229,9 +229,22 @@ def test_ragged_gather(ragged_rank, inner, index_shape, split_type):
 
 
 # ---------------------------------------------------------------- variants
-def test_map_fn_over_ragged_is_refused_naming_the_variant_op():
+def test_map_fn_over_ragged_exports_and_matches_tf():
+    """Two maps over one ragged tensor (to a scalar per row, to a ragged row densified after):
+    once refused ("no lowering for RaggedTensorToVariant"), now rewritten into dense loop state
+    (ragged_maps.py), including no rows and empty rows."""
     from tests.runtime.test_kernels_ragged import map_fn_over_ragged_graph_def
 
-    graph = load_graph_bytes(map_fn_over_ragged_graph_def().SerializeToString())
-    with pytest.raises(UnsupportedOpError, match="RaggedTensor(To|From)Variant.*no lowering.*to_tensor"):
-        export_with_report(graph, ["values", "lengths"], ["sums", "dense"])
+    graph_def = map_fn_over_ragged_graph_def()
+    result = export_with_report(load_graph_bytes(graph_def.SerializeToString()), ["values", "lengths"], ["sums", "dense"])
+    onnx.checker.check_model(result.model, full_check=True)
+    assert result.report.stats["ragged_map_inputs"] == 2 and result.report.stats["ragged_map_results"] == 1
+    rng = np.random.default_rng(11)
+    for lengths in ([2, 0, 3, 1], [0], [5, 5], []):
+        feeds = {"lengths": np.asarray(lengths, np.int64)}
+        feeds["values"] = rng.standard_normal(int(feeds["lengths"].sum())).astype(np.float32)
+        want = run_tf(graph_def.SerializeToString(), feeds, ["sums", "dense"])
+        got = run_onnx(result.model, feeds, ["sums", "dense"])
+        np.testing.assert_allclose(got["sums"], want["sums"], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got["dense"], want["dense"], rtol=1e-6)
+        assert got["dense"].shape == want["dense"].shape

@@ -28,7 +28,8 @@ _WHY = {
     "Const": "freeze the variables first (convert_variables_to_constants_v2)",
     "the inline_function_calls pass": "inline function calls first (-O2 runs it)",
     "dense rows": "map over dense rows (RaggedTensor.to_tensor() before tf.map_fn): a map over ragged rows "
-                  "does not export yet",
+                  "exports only as tf.map_fn builds it (vector rows, one level of raggedness, each result row "
+                  "written at its iteration)",
     "Identity": "Keras augmentation layers are identities at inference: export the model without them",
 }
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection, Sequence
 
 from compiler.backends.onnx import (affine_chains, dilated_convs, functional_loops, gelu_erf, layer_norm,
-                                   list_element_shapes, reshaped_batch_norm, sign_bit, switch_n, tensor_arrays,
+                                   list_element_shapes, ragged_maps, reshaped_batch_norm, sign_bit, switch_n, tensor_arrays,
                                    zero_bias)
 from compiler.ir.graph import Graph
 
@@ -35,6 +35,8 @@ class ExportRewrite:
 
 REWRITES = (
     ExportRewrite("list_loops_as_frames", functional_loops.find_list_loops, functional_loops.rewrite_found),
+    ExportRewrite("ragged_map_inputs", ragged_maps.find_ragged_inputs, ragged_maps.rewrite_inputs),
+    ExportRewrite("ragged_map_results", ragged_maps.find_ragged_results, ragged_maps.rewrite_results),
     ExportRewrite("dilated_convs", dilated_convs.find_dilated_convs, dilated_convs.fuse_found),
     ExportRewrite("gelu_erf", gelu_erf.find_gelu_erfcs, gelu_erf.rewrite_found),
     ExportRewrite("zero_biases", zero_bias.find_zero_biases, zero_bias.drop_found),

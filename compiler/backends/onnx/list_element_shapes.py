@@ -70,14 +70,14 @@ def find_unknown_rank_lists(graph: Graph, named: Collection[str] = ()) -> list[U
         if op.type in LIST_CREATES and op.name not in named and _unknown_rank(op.operands[0]):
             shape = merged_dims(_item_shapes(op, lambda value: value.shape))
             if shape is None:
-                refined = refined or _frame_shapes(graph)
+                refined = refined or frame_shapes(graph)
                 shape = merged_dims(_item_shapes(op, refined))
             if shape is not None:
                 found.append(UnknownRankList(op, shape))
     return found
 
 
-def _frame_shapes(graph: Graph) -> Callable[[Value], Shape]:
+def frame_shapes(graph: Graph) -> Callable[[Value], Shape]:
     """Shapes as the export derives them, through Enter/Merge/Switch/Exit and TensorLists."""
     ops = export_order(graph, graph.ops, ())
     return refine_shapes(analyze(ops), ops).shape

@@ -8,8 +8,9 @@ slices) or from sorted value row ids (a ScatterElements count).  Lengths are
 run-time tensors throughout, so nothing depends on constant partitions.
 
 The variant pair (RaggedTensorToVariant / RaggedTensorFromVariant) has no
-ONNX tensor form and no lowering: gttc does not yet rewrite map_fn's loop over
-ragged rows into an ONNX Loop, and the export error says how to avoid it.
+ONNX tensor form and no lowering here: `ragged_maps.py` rewrites the loop
+`tf.map_fn` builds over ragged rows into dense loop state before lowering,
+and the export error says how to avoid any other use.
 """
 from __future__ import annotations
 
