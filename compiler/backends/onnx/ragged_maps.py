@@ -291,11 +291,11 @@ def _enter_invariant(graph: Graph, enter: Op, value: Value) -> Value:
 def _row(graph: Graph, splits: Value, values: Value, index: Value, decode: Op) -> Value:
     """values[splits[i]:splits[i+1]]: two Gathers of the splits bound a StridedSlice of the values."""
     base = decode.name
-    at = _make(graph, "Reshape", f"{base}/at", [index, add_const(graph, f"{base}/vector", np.ones(1), DType.INT32,
-                                                                    decode)],
-               {"T": index.dtype, "Tshape": DType.INT32}, decode, [(index.dtype, Shape((1,)))]).results[0]
-    after = _make(graph, "AddV2", f"{base}/next", [at, add_const(graph, f"{base}/one", np.ones(1), index.dtype, decode)],
-                  {"T": index.dtype}, decode).results[0]
+    vector = add_const(graph, f"{base}/vector", np.ones(1), DType.INT32, decode)
+    at = _make(graph, "Reshape", f"{base}/at", [index, vector], {"T": index.dtype, "Tshape": DType.INT32}, decode,
+               [(index.dtype, Shape((1,)))]).results[0]
+    one = add_const(graph, f"{base}/one", np.ones(1), index.dtype, decode)
+    after = _make(graph, "AddV2", f"{base}/next", [at, one], {"T": index.dtype}, decode).results[0]
     axis = add_const(graph, f"{base}/axis", np.zeros(()), DType.INT32, decode)
     gather = {"Tparams": splits.dtype, "Tindices": index.dtype, "Taxis": DType.INT32, "batch_dims": 0}
     start, stop = (_make(graph, "GatherV2", f"{base}/{label}", [splits, where, axis], gather, decode,
