@@ -56,6 +56,12 @@ def ordered_const_array(value: Value) -> Optional[np.ndarray]:
     return np.asarray(op.attrs["value"].numpy())
 
 
+def is_integer(array: Optional[np.ndarray], number: int) -> bool:
+    """Whether a constant's elements (`const_array`'s or `ordered_const_array`'s; None: not a constant)
+    are one integer equal to `number`."""
+    return array is not None and array.size == 1 and array.dtype.kind in "iu" and int(array.reshape(())) == number
+
+
 def is_exclusive(value: Value, user: Op) -> bool:
     """True if `user` is the only reader of `value` and of every op on its Identity chain to the Const."""
     current = value

@@ -36,7 +36,7 @@ from compiler.backends.onnx.tf1_frames import ENTER, EXIT, LOOP_COND, MERGE, NEX
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.shapes import Shape
-from compiler.rewrite.constants import ordered_const_array
+from compiler.rewrite.constants import is_integer, ordered_const_array
 from compiler.rewrite.edit import add_const
 
 ENCODE, DECODE = "RaggedTensorToVariant", "RaggedTensorFromVariant"
@@ -243,8 +243,8 @@ def _counts_iterations(index: Value) -> bool:
 
 
 def _is_number(value: Value, number: int) -> bool:
-    found = ordered_const_array(forwarded_source(value))
-    return found is not None and found.size == 1 and found.reshape(()) == number
+    """A constant `number`, through identities; in a loop body it waits on the frame's pivot."""
+    return is_integer(ordered_const_array(forwarded_source(value)), number)
 
 
 # -- rewriting --------------------------------------------------------------------------------
@@ -310,21 +310,18 @@ def _row(graph: Graph, splits: Value, values: Value, index: Value, decode: Op) -
 def _rewrite_result(graph: Graph, site: RaggedResult) -> None:
     decode, row = site.decode, site.encode.operands[0]
     split_type = decode.attr("Tsplits", DType.INT64)
-    values = _values_variable(graph, site, row)  # first: it places its append beside the write
+    axis = add_const(graph, f"{decode.name}/axis", np.zeros(()), DType.INT32, site.reserve)  # for all three joins
+    values = _values_variable(graph, site, row, axis)  # first: it places its append beside the write
     lengths = _lengths_list(graph, site, split_type, row)
-    running = _make(graph, "Cumsum", f"{decode.name}/ends", [lengths, _axis0(graph, decode)],
+    running = _make(graph, "Cumsum", f"{decode.name}/ends", [lengths, axis],
                     {"T": split_type, "Tidx": DType.INT32, "exclusive": False, "reverse": False}, decode).results[0]
     zero = add_const(graph, f"{decode.name}/first", np.zeros(1), split_type, decode)
-    splits = _make(graph, "ConcatV2", f"{decode.name}/splits", [zero, running, _axis0(graph, decode)],
+    splits = _make(graph, "ConcatV2", f"{decode.name}/splits", [zero, running, axis],
                    {"N": 2, "T": split_type, "Tidx": DType.INT32}, decode, [(split_type, Shape((None,)))])
     decode.results[0].replace_all_uses_with(splits.results[0])
     decode.results[1].replace_all_uses_with(values)
     graph.erase_op(decode)
     graph.erase_op(site.stack)
-
-
-def _axis0(graph: Graph, before: Op) -> Value:
-    return add_const(graph, f"{before.name}/axis", np.zeros(()), DType.INT32, before)
 
 
 def _lengths_list(graph: Graph, site: RaggedResult, split_type: DType, row: Value) -> Value:
@@ -349,7 +346,7 @@ def _lengths_list(graph: Graph, site: RaggedResult, split_type: DType, row: Valu
     return stacked.results[0]
 
 
-def _values_variable(graph: Graph, site: RaggedResult, row: Value) -> Value:
+def _values_variable(graph: Graph, site: RaggedResult, row: Value, axis: Value) -> Value:
     """A new loop variable, empty on entry, to which every iteration appends its row: the values."""
     enter, switch, dtype = site.enter, site.switch, row.dtype
     frame = {"frame_name": enter.attr("frame_name"), "parallel_iterations": enter.attr("parallel_iterations", 10)}
@@ -362,7 +359,7 @@ def _values_variable(graph: Graph, site: RaggedResult, row: Value) -> Value:
     switched = _make(graph, "Switch", f"{switch.name}/values", [merge.results[0], switch.operands[1]], {"T": dtype},
                      switch, flat * 2)
     write = site.set_item
-    grown = _make(graph, "ConcatV2", f"{site.decode.name}/append", [switched.results[1], row, _axis0(graph, write)],
+    grown = _make(graph, "ConcatV2", f"{site.decode.name}/append", [switched.results[1], row, axis],
                   {"N": 2, "T": dtype, "Tidx": DType.INT32}, write, flat)
     step = _make(graph, "NextIteration", f"{switch.name}/values_next", [grown.results[0]], {"T": dtype}, write, flat)
     merge.append_operand(step.results[0])

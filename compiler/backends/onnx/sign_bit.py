@@ -17,7 +17,7 @@ import numpy as np
 
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
-from compiler.rewrite.constants import const_array
+from compiler.rewrite.constants import const_array, is_integer
 from compiler.rewrite.edit import add_const, erase_dead
 
 # float type -> the signed integer type of its width
@@ -39,7 +39,7 @@ def find_sign_bit_tests(graph: Graph, named: Collection[str] = ()) -> list[tuple
 
 def _tested_float(less: Op) -> Optional[Value]:
     """x when `less` is Less(BitwiseAnd(Bitcast(x), INT_MIN), 0) (the mask on either side)."""
-    if len(less.operands) != 2 or not _is_scalar(less.operands[1], 0):
+    if len(less.operands) != 2 or not is_integer(const_array(less.operands[1]), 0):
         return None
     masked = less.operands[0].op
     if masked.type != "BitwiseAnd" or len(masked.operands) != 2:
@@ -50,15 +50,10 @@ def _tested_float(less: Op) -> Optional[Value]:
             continue
         x = cast.operands[0]
         wanted = _SAME_WIDTH_INT.get(x.dtype)
-        if wanted is not None and bits.dtype == wanted and _is_scalar(mask, np.iinfo(wanted.to_numpy()).min):
+        if wanted is not None and bits.dtype == wanted \
+                and is_integer(const_array(mask), np.iinfo(wanted.to_numpy()).min):
             return x
     return None
-
-
-def _is_scalar(value: Value, number: int) -> bool:
-    """An integer constant of one element equal to `number`."""
-    array = const_array(value)
-    return array is not None and array.size == 1 and array.dtype.kind in "iu" and int(array.reshape(())) == number
 
 
 def rewrite_found(graph: Graph, found: list[tuple[Op, Value]], named: Collection[str] = ()) -> None:

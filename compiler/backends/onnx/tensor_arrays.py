@@ -46,7 +46,7 @@ from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, MERGE, forwarde
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, IRError, Op, Value
 from compiler.ir.shapes import Shape
-from compiler.rewrite.constants import const_array
+from compiler.rewrite.constants import const_array, is_integer
 from compiler.rewrite.edit import add_const, take_place
 
 # The flow passes control flow and identities as a list would (Switch to both results); the handle
@@ -233,7 +233,7 @@ def _ranges_over_the_size(access: Op, use: TensorArrayUse) -> bool:
     if indices.type != "Range" or len(indices.operands) != 3:
         return False
     start, limit, delta = indices.operands
-    if not (_is_number(start, 0) and _is_number(delta, 1)):
+    if not (is_integer(const_array(start), 0) and is_integer(const_array(delta), 1)):
         return False
     size = use.create.operands[0]
     if forwarded_source(limit) is forwarded_source(size):
@@ -249,10 +249,8 @@ def _first_dim_of(value: Value, tensor: Value) -> bool:
             or any(sliced.attr(m, 0) for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")):
         return False
     shape = forwarded_source(sliced.operands[0]).op
-    bounds = [const_array(v) for v in sliced.operands[1:]]
     return shape.type == "Shape" and forwarded_source(shape.operands[0]) is forwarded_source(tensor) \
-        and all(b is not None and b.size == 1 for b in bounds) \
-        and [int(b.reshape(-1)[0]) for b in bounds] == [0, 1, 1]
+        and all(is_integer(const_array(v), n) for v, n in zip(sliced.operands[1:], (0, 1, 1)))
 
 
 def _gathers_every_item(gather: Op, use: TensorArrayUse) -> bool:
@@ -263,14 +261,9 @@ def _gathers_every_item(gather: Op, use: TensorArrayUse) -> bool:
         start, limit, delta = indices.operands
         size = limit.op
         if size.type == "TensorArraySizeV3" and size.operands[1] is gather.operands[2] \
-                and _is_number(start, 0) and _is_number(delta, 1):
+                and is_integer(const_array(start), 0) and is_integer(const_array(delta), 1):
             return True
     return not use.dynamic and _every_item(gather, use)
-
-
-def _is_number(value: Value, number: int) -> bool:
-    found = const_array(value)
-    return found is not None and found.size == 1 and found.dtype.kind in "iu" and int(found.reshape(())) == number
 
 
 def _static(value: Value) -> Optional[np.ndarray]:
