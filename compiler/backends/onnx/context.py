@@ -56,8 +56,6 @@ class LoweringContext:
         self.keep: set[Value] = set()
         # The layout readers want each value in (see layout.preferred_layouts).
         self.preferred: dict[Value, Perm] = {}
-        # 4-D values of unit height also held as N·C·W tensors (see conv1d.py).
-        self.flat: dict[Value, str] = {}
         self._constants: dict[tuple[Value, Perm], str] = {}
         self._converted: dict[tuple[str, Perm, Perm], str] = {}
         # Narrow integer tensors (TF's int32 indices, sizes) cast from an int64 one whose values fit.

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Sequence
 
-from compiler.backends.onnx import (affine_chains, dilated_convs, functional_loops, gelu_erf, layer_norm,
-                                   list_element_shapes, ragged_maps, reshaped_batch_norm, sign_bit, switch_n, tensor_arrays,
+from compiler.backends.onnx import (affine_chains, dilated_convs, functional_loops, gelu_erf, height_squeezes,
+                                   layer_norm, list_element_shapes, ragged_maps, reshaped_batch_norm, sign_bit, switch_n, tensor_arrays,
                                    zero_bias)
 from compiler.ir.graph import Graph
 
@@ -44,6 +44,7 @@ REWRITES = (
     ExportRewrite("sign_bits", sign_bit.find_sign_bit_tests, sign_bit.rewrite_found),
     ExportRewrite("affine_chains", affine_chains.find_chains, affine_chains.rewrite_found),
     ExportRewrite("reshaped_batch_norms", reshaped_batch_norm.find_sites, reshaped_batch_norm.fold_found),
+    ExportRewrite("height_squeezes", height_squeezes.find_height_squeezes, height_squeezes.sink_found),
     ExportRewrite("switch_cases", switch_n.find_switch_ns, switch_n.rewrite_found),
     ExportRewrite("tensor_arrays", tensor_arrays.find_tensor_arrays, tensor_arrays.rewrite_found),
     ExportRewrite("list_element_shapes", list_element_shapes.find_unknown_rank_lists,

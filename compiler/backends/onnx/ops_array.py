@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 from onnx import TensorProto
 
-from compiler.backends.onnx import conv1d, layout, opset, repeat_resize
+from compiler.backends.onnx import layout, opset, repeat_resize
 from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type, ort_computes
 from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
@@ -127,8 +127,6 @@ def int64_operand(ctx: LoweringContext, op: Op, index: int, flat: bool = True) -
 
 @lowers("Squeeze")
 def _squeeze(ctx: LoweringContext, op: Op) -> None:
-    if conv1d.squeeze_flat(ctx, op):
-        return
     x = op.operands[0]
     rank, dims = ctx.rank(x), ctx.shape(x).dims
     axes = list(op.attr("squeeze_dims", ()))

@@ -4,7 +4,7 @@ All run channels-first.  Filters are rearranged at compile time (HWIO ->
 OIHW; depthwise HW·C·M -> (C·M)·1·HW with group=C), TF's SAME padding
 becomes explicit `pads` when the input size is known, and a zero Pad
 feeding a Conv is folded into the Conv's pads.  A Keras 1-D layer's window,
-one pixel high, runs 1-D on N·C·W (see conv1d.py).
+one pixel high, runs 2-D like any other (see height_squeezes.py for why).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from compiler.analysis.window import DataFormat, data_format, explicit_pairs, same_pads
-from compiler.backends.onnx import conv1d, layout
+from compiler.backends.onnx import layout
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.fusion import fold_zero_pad
@@ -62,24 +62,23 @@ def onnx_pad_attrs(pairs: Optional[Pairs]) -> dict[str, object]:
 
 
 # -- filters -----------------------------------------------------------------------
-def _onnx_filter(array: np.ndarray, depthwise: bool, flat: bool = False) -> np.ndarray:
-    """HWIO -> OIHW; depthwise HW·C·M -> (C·M)·1·HW; `flat` (a window one pixel high) drops the H."""
+def _onnx_filter(array: np.ndarray, depthwise: bool) -> np.ndarray:
+    """HWIO -> OIHW; depthwise HW·C·M -> (C·M)·1·HW."""
     kh, kw, c, m = array.shape
     if depthwise:
         array = array.transpose(2, 3, 0, 1).reshape(c * m, 1, kh, kw)
     else:
         array = array.transpose(3, 2, 0, 1)
-    return np.ascontiguousarray(array[:, :, 0] if flat else array)
+    return np.ascontiguousarray(array)
 
 
-def conv_filter(ctx: LoweringContext, op: Op, index: int, depthwise: bool, eight_bit: bool = False,
-                flat: bool = False) -> tuple[str, list[int], int]:
+def conv_filter(ctx: LoweringContext, op: Op, index: int, depthwise: bool, eight_bit: bool = False
+                ) -> tuple[str, list[int], int]:
     """(ONNX weight tensor, kernel H W, depthwise channel count or 0) for TF filter operand `index`.
 
     With `eight_bit` (the input is a DequantizeLinear), a filter that TF dequantizes
     from constant codes stays a DequantizeLinear of those codes, so onnxruntime
-    runs the convolution in eight bits.  With `flat` (a 1-D conv, see conv1d.py)
-    the filter, which must then be constant, loses its unit height.
+    runs the convolution in eight bits.
     """
     value = op.operands[index]
     suffix = "dw" if depthwise else "oihw"
@@ -87,16 +86,14 @@ def conv_filter(ctx: LoweringContext, op: Op, index: int, depthwise: bool, eight
     if stored is not None:
         codes, lo, hi = stored
         kh, kw, c, _ = codes.shape
-        weight = dequantized_weight(ctx, _onnx_filter(codes, depthwise, flat), lo, hi, f"{value.name}/{suffix}")
+        weight = dequantized_weight(ctx, _onnx_filter(codes, depthwise), lo, hi, f"{value.name}/{suffix}")
         return weight, [kh, kw], c if depthwise else 0
     array = ctx.constant(value)
     if array is not None:
         kh, kw, c, _ = array.shape
-        return ctx.initializer(_onnx_filter(array, depthwise, flat), f"{value.name}/{suffix}"), [kh, kw], \
+        return ctx.initializer(_onnx_filter(array, depthwise), f"{value.name}/{suffix}"), [kh, kw], \
             c if depthwise else 0
     dims = ctx.shape(value).dims
-    if flat:
-        raise UnsupportedOpError(op.type, op.name, "internal: a 1-D conv needs a constant filter")
     if dims is None or None in dims:
         raise UnsupportedOpError(op.type, op.name, "a run-time filter needs a known shape")
     kh, kw, c, m = dims  # type: ignore[misc]
@@ -134,14 +131,13 @@ def window_attr(op: Op, fmt: DataFormat, name: str, values: Optional[Sequence[in
 
 # -- convolutions ------------------------------------------------------------------
 def emit_conv(ctx: LoweringContext, op: Op, x: str, filter_index: int, depthwise: bool, fmt: DataFormat,
-              pads: Optional[Pairs], group: int = 1, flat: bool = False) -> str:
-    """The Conv node itself, with `x` already channels-first and padding settled; `flat`: x is
-    N·C·W and the conv 1-D (its window one pixel high, `pads` for the width only)."""
-    weight, kernel, channels = conv_filter(ctx, op, filter_index, depthwise, is_dequantized(ctx, x), flat)
+              pads: Optional[Pairs], group: int = 1) -> str:
+    """The Conv node itself, with `x` already channels-first and padding settled."""
+    weight, kernel, channels = conv_filter(ctx, op, filter_index, depthwise, is_dequantized(ctx, x))
     attrs = {"kernel_shape": kernel, "strides": window_attr(op, fmt, "strides"),
              "dilations": window_attr(op, fmt, "dilations"), "group": channels or group}
     attrs.update(onnx_pad_attrs(pads))
-    return ctx.emit1(op, "Conv", [x, weight], **(conv1d.width_only(attrs) if flat else attrs))
+    return ctx.emit1(op, "Conv", [x, weight], **attrs)
 
 
 def _kernel_hw(ctx: LoweringContext, op: Op, index: int) -> list[int]:
@@ -159,11 +155,6 @@ def _conv2d(ctx: LoweringContext, op: Op) -> None:
     dilations = window_attr(op, fmt, "dilations")
     pads = window_pads(op, fmt, _spatial_dims(ctx, x, fmt), kernel, strides, dilations)
     group = 1 if depthwise else _group(ctx, op, x, fmt, ctx.shape(op.operands[1]).dims)
-    flat = conv1d.flat_operand(ctx, op, kernel, strides, dilations, pads, fold_pad=True) \
-        if ctx.is_constant(op.operands[1]) else None
-    if flat is not None:
-        conv1d.bind_flat(ctx, op.results[0], emit_conv(ctx, op, flat[0], 1, depthwise, fmt, flat[1], group, True))
-        return
     x, pads = fold_zero_pad(ctx, op, x, fmt.spatial_axes(4), pads)
     out = emit_conv(ctx, op, ctx.value_in(x, perm), 1, depthwise, fmt, pads, group)
     ctx.bind(op.results[0], out, perm)
@@ -300,19 +291,11 @@ def _conv2d_backprop_input(ctx: LoweringContext, op: Op) -> None:
     pairs = window_pads(op, fmt, spatial, kernel, strides, dilations)
     ends = [transposed_end(size, k, s, d, *pair)
             for size, k, s, d, pair in zip(spatial, kernel, strides, dilations, pairs)]  # type: ignore[arg-type]
-    flat = conv1d.flat_operand(ctx, op, kernel, strides, dilations, pairs, operand=2) \
-        if spatial[0] == 1 and ctx.is_constant(op.operands[1]) else None
-    if flat is not None:  # Keras' Conv1DTranspose: run 1-D on the N·C·W tensor
-        kernel, strides, dilations, pairs, ends = kernel[1:], strides[1:], dilations[1:], pairs[1:], ends[1:]
-    weight, _, _ = conv_filter(ctx, op, 1, False, flat=flat is not None)
-    x = ctx.operand(op, 2, perm) if flat is None else flat[0]
-    out = ctx.emit1(op, "ConvTranspose", [x, weight], kernel_shape=kernel, strides=strides,
+    weight, _, _ = conv_filter(ctx, op, 1, False)
+    out = ctx.emit1(op, "ConvTranspose", [ctx.operand(op, 2, perm), weight], kernel_shape=kernel, strides=strides,
                     dilations=dilations, pads=[b for b, _ in pairs] + [e for e, _ in ends],  # type: ignore[union-attr]
                     output_padding=[extra for _, extra in ends])
-    if flat is not None:
-        conv1d.bind_flat(ctx, op.results[0], out)
-    else:
-        ctx.bind(op.results[0], out, perm)
+    ctx.bind(op.results[0], out, perm)
 
 
 # -- pools -------------------------------------------------------------------------
@@ -322,11 +305,6 @@ def _pool(ctx: LoweringContext, op: Op, ksize: Sequence[int], strides: Sequence[
     windows, steps = window_attr(op, fmt, "ksize", ksize), window_attr(op, fmt, "strides", strides)
     pads = window_pads(op, fmt, _spatial_dims(ctx, x, fmt), windows, steps, [1, 1])
     onnx_op = "MaxPool" if op.type.startswith("MaxPool") else "AveragePool"
-    flat = conv1d.flat_operand(ctx, op, windows, steps, [1, 1], pads)
-    if flat is not None:
-        attrs = conv1d.width_only({"kernel_shape": windows, "strides": steps, **onnx_pad_attrs(flat[1])})
-        conv1d.bind_flat(ctx, op.results[0], ctx.emit1(op, onnx_op, [flat[0]], **attrs))
-        return
     out = ctx.emit1(op, onnx_op, [ctx.value_in(x, perm)], kernel_shape=windows, strides=steps, **onnx_pad_attrs(pads))
     ctx.bind(op.results[0], out, perm)
 
