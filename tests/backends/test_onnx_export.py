@@ -406,15 +406,25 @@ def test_unknown_output_and_unfed_placeholder_are_refused():
         export(graph, ["x"], ["y"])
 
 
-def test_training_batch_norm_is_refused():
-    text = """graph {
-  %x = Placeholder() {dtype = f32, shape = shape<1,2,2,3>} : f32[1,2,2,3]
-  %c = Const() {dtype = f32, value = splat<f32[3], 1.0>} : f32[3]
-  %bn[6] = FusedBatchNormV3(%x, %c, %c, %c, %c) {T = f32, U = f32, is_training = true} : f32[*], f32[*], f32[*], f32[*], f32[*], f32[*]
-}
-"""
-    with pytest.raises(UnsupportedOpError, match=r"'FusedBatchNormV3' \(node 'bn'\).*is_training"):
-        export(parse_graph(text), ["x"], ["bn"])
+@pytest.mark.parametrize("factor", [1.0, 0.25])
+def test_training_batch_norm_uses_the_batch_statistics(factor: float):
+    """Training mode (a TF1 layer's `training` branch): normalised by the batch's mean and biased
+    variance; the statistics outputs are the Bessel-corrected variance and, with an
+    exponential_avg_factor, both blended into the moving ones, as the interpreter (and TF) has it."""
+    rng = np.random.default_rng(3)
+    b = Builder()
+    x = b.input("x", [2, 3, 3, 4])
+    stats = [b.const(rng.uniform(0.5, 1.5, 4).astype(np.float32)) for _ in range(4)]
+    b("FusedBatchNormV3", x, *stats, U=DType.FLOAT, is_training=True, epsilon=1e-3, exponential_avg_factor=factor,
+      name="bn")
+    outputs = ["bn", "bn:1", "bn:2", "bn:3", "bn:4"]
+    feeds = {"x": rng.standard_normal((2, 3, 3, 4)).astype(np.float32)}
+    model = export(b.graph, ["x"], outputs)
+    onnx.checker.check_model(model, full_check=True)
+    want = Interpreter(b.graph).run(feeds, outputs)
+    got = run_onnx(model, feeds, outputs)
+    for name in outputs:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 def test_batch_norm_of_the_wrong_rank_is_refused():

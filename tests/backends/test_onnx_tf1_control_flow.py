@@ -412,3 +412,52 @@ def test_a_reserve_whose_count_is_not_a_scalar_is_not_a_crash():
         export(graph, model.inputs, model.outputs)
     except GttcError:
         pass
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("at_o2", [False, True])
+def test_batch_norm_layers_on_one_shapeless_training_flag_match_tf_both_ways(tmp_path, at_o2: bool):
+    """A TF1 model's batch norms each cond on one `is_training` placeholder declared without a shape
+    (musicnn's layers): the flag is a scalar because Switches read it; the training branch
+    normalises by the batch's statistics, whose outputs TF reports too.  At -O2, with the
+    Identities gone, every Switch reads the placeholder itself: still two conds (two Ifs), though
+    the first one's result feeds the second's Switches."""
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.RandomState(9)
+
+    def batch_norm(x, training, channels: int):
+        scale, offset = rng.uniform(0.5, 1.5, channels).astype(np.float32), rng.randn(channels).astype(np.float32)
+        mean, variance = rng.randn(channels).astype(np.float32), rng.uniform(0.5, 2, channels).astype(np.float32)
+        return tf.compat.v1.cond(
+            training,
+            lambda: tf.compat.v1.nn.fused_batch_norm(x, scale, offset, epsilon=1e-3, is_training=True),
+            lambda: tf.compat.v1.nn.fused_batch_norm(x, scale, offset, mean, variance, epsilon=1e-3, is_training=False))
+
+    def body():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 5, 5, 3], name="x")
+        training = tf.compat.v1.placeholder(tf.bool, name="training")
+        h, _, _ = batch_norm(tf.nn.conv2d(x, rng.randn(3, 3, 3, 4).astype(np.float32), 1, "SAME"), training, 4)
+        out, batch_mean, batch_variance = batch_norm(tf.nn.relu(h), training, 4)
+        for name, value in (("out", out), ("batch_mean", batch_mean), ("batch_variance", batch_variance)):
+            tf.identity(value, name=name)
+        return x
+
+    outputs = ["out", "batch_mean", "batch_variance"]
+    graph, x, onnx_model = export_tf1_graph(tf, body, tmp_path, ["x", "training"], outputs)
+    if at_o2:
+        from compiler.passes import run_pipeline
+        from compiler.passes.levels import LEVELS
+
+        ir = run_pipeline(load_graph(tmp_path / "tf1_graph.pb"), LEVELS[2].pipeline, ["x", "training"], outputs).graph
+        assert {op.operands[1].op.name for op in ir if op.type == "Switch"} == {"training"}
+        onnx_model = export(ir, ["x", "training"], outputs)
+        onnx.checker.check_model(onnx_model, full_check=True)
+    assert op_types(onnx_model)["If"] >= 2
+    assert [d.dim_value for d in onnx_model.graph.input[1].type.tensor_type.shape.dim] == []
+    feed = rng.uniform(-1, 1, (2, 5, 5, 3)).astype(np.float32)
+    for training in (False, True):
+        with tf.compat.v1.Session(graph=graph) as session:
+            want = session.run([f"{name}:0" for name in outputs], {"x:0": feed, "training:0": training})
+        got = run_onnx(onnx_model, {"x": feed, "training": np.array(training)}, outputs)
+        for name, expected in zip(outputs, want):
+            np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=1e-5, err_msg=name)

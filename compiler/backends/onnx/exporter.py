@@ -130,7 +130,26 @@ def _input_shapes(graph: Graph, values: Sequence[Value], given: InputShapes) -> 
     if upstream:
         inferred = analyze(export_order(graph, reachable_ops(upstream), ()), {})
         shapes.update({v: inferred.shape(v) for v in upstream})
+    for value in values:
+        if shapes[value] is None and not value.op.operands and _is_switch_predicate(value):
+            declared = value.op.attr("shape")
+            if not isinstance(declared, Shape) or declared.dims is None:
+                shapes[value] = Shape(())
     return shapes
+
+
+def _is_switch_predicate(value: Value) -> bool:
+    """`value` (through Identities) decides a Switch, which TF runs only on a scalar predicate: a
+    TF1 `is_training` placeholder declared without a shape is then a scalar."""
+    stack, seen = [value], {value}
+    while stack:
+        for op, index in stack.pop().uses:
+            if op.type in ("Switch", "RefSwitch") and index == 1:
+                return True
+            if op.type == "Identity" and op.results[0] not in seen:
+                seen.add(op.results[0])
+                stack.append(op.results[0])
+    return False
 
 
 def _spec(ctx: LoweringContext, value: Value, name: str, symbolic: bool = False) -> ValueSpec:

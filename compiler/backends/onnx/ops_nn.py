@@ -2,7 +2,8 @@
 
 MatMul becomes Gemm so a following bias add can fold into it; BiasAdd
 folds into the Conv or Gemm before it when nothing else reads that result;
-inference-mode batch norms become BatchNormalization on channels-first data.
+batch norms become BatchNormalization on channels-first data (training mode with the
+batch's own statistics).
 """
 from __future__ import annotations
 
@@ -218,23 +219,80 @@ def matmul_input(ctx: LoweringContext, op: Op, side: Operand, summed: Sequence[i
 # -- batch norms ---------------------------------------------------------------------
 @lowers("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", layout=CHANNELS_FIRST)
 def _fused_batch_norm(ctx: LoweringContext, op: Op) -> None:
-    if op.attr("is_training", True):
-        raise UnsupportedOpError(op.type, op.name, "training-mode batch norm (is_training=true)")
     fmt = data_format(op.attr("data_format"))
     perm = layout.channels_first(ctx.rank(op.operands[0]) or 4) if fmt.channels_last else None
     x = ctx.operand(op, 0, perm)
+    if op.attr("is_training", True):
+        _training_batch_norm(ctx, op, x, perm)
+        return
     stats = [ctx.operand(op, i) for i in (1, 2, 3, 4)]
     out = ctx.emit1(op, "BatchNormalization", [x] + stats, epsilon=float(op.attr("epsilon", 1e-4)))
     ctx.bind(op.results[0], out, perm)
     _bind_statistics(ctx, op)
 
 
+def _training_batch_norm(ctx: LoweringContext, op: Op, x: str, perm: layout.Perm) -> None:
+    """Training mode normalises by the batch's own mean and (biased) variance, over every axis
+    but the channels: a TF1 layer's `training` branch, which an ONNX If must hold even when the
+    model runs in inference.  The statistics outputs are TF's: the Bessel-corrected variance,
+    both blended into the moving ones by exponential_avg_factor."""
+    rank = ctx.rank(op.operands[0])
+    if rank is None:
+        raise UnsupportedOpError(op.type, op.name, "training-mode batch norm needs the input rank")
+    axes = [0] + list(range(2, rank))
+    kept = opset.reduce(ctx, op, "ReduceMean", x, axes, True, suffix="batch_mean")
+    centered = ctx.helper1(op, "centered", "Sub", [x, kept])
+    squares = ctx.helper1(op, "squares", "Mul", [centered, centered])
+    variance = opset.reduce(ctx, op, "ReduceMean", squares, axes, False, suffix="batch_variance")
+    mean = ctx.helper1(op, "mean", "Reshape", [kept, ctx.ints([-1], f"{op.name}/channels")])
+    inputs = [x, ctx.operand(op, 1), ctx.operand(op, 2), mean, variance]
+    out = ctx.emit1(op, "BatchNormalization", inputs, epsilon=float(op.attr("epsilon", 1e-4)))
+    ctx.bind(op.results[0], out, perm)
+    wanted = [index for index in (1, 2) if _read(ctx, op, index)]
+    for index, value in ((3, mean), (4, variance)):
+        if _read(ctx, op, index):
+            ctx.bind(op.results[index], value)
+    if wanted:
+        _training_statistics(ctx, op, mean, variance, wanted)
+    if _read(ctx, op, 5):
+        raise UnsupportedOpError(op.type, op.name, "reserve_space_3 is read")
+
+
+def _read(ctx: LoweringContext, op: Op, index: int) -> bool:
+    """Result `index` exists and an op or the graph's outputs read it."""
+    return index < len(op.results) and bool(op.results[index].uses or op.results[index] in ctx.keep)
+
+
+def _training_statistics(ctx: LoweringContext, op: Op, mean: str, variance: str, wanted: list[int]) -> None:
+    """batch_mean and batch_variance as TF reports them in training: the variance scaled by
+    n / (n - 1), then each blended as (1 - f) * moving + f * batch."""
+    dims = ctx.shape(op.operands[0]).dims
+    channel = 1 if data_format(op.attr("data_format")).name.startswith("NC") else -1
+    if dims is None or any(d is None for i, d in enumerate(dims) if i != channel % len(dims)):
+        raise UnsupportedOpError(op.type, op.name, "training-mode batch statistics need a known input shape")
+    count = int(np.prod([d for i, d in enumerate(dims) if i != channel % len(dims)]))
+    np_type = ctx.dtype(op.operands[1]).to_numpy()
+    stats = {1: mean, 2: ctx.helper1(op, "unbiased", "Mul", [variance, ctx.scalar(count / max(count - 1, 1),
+                                                                                   ctx.dtype(op.operands[1]),
+                                                                                   f"{op.name}/bessel")])}
+    factor = float(op.attr("exponential_avg_factor", 1.0))
+    for index in wanted:
+        value = stats[index]
+        if factor != 1.0:
+            moving = ctx.helper1(op, f"moving{index}", "Mul", [ctx.operand(op, index + 2), ctx.initializer(
+                np.asarray(1.0 - factor, np_type), f"{op.name}/keep")])
+            batch = ctx.helper1(op, f"batch{index}", "Mul", [value, ctx.initializer(np.asarray(factor, np_type),
+                                                                                    f"{op.name}/factor")])
+            value = ctx.helper1(op, f"blended{index}", "Add", [moving, batch])
+        ctx.bind(op.results[index], value)
+
+
 def _bind_statistics(ctx: LoweringContext, op: Op) -> None:
     """In inference TF passes the moving mean and variance through as batch statistics."""
     for index, source in ((1, 3), (2, 4), (3, 3), (4, 4)):
-        if index < len(op.results) and op.results[index].uses:
+        if _read(ctx, op, index):
             ctx.bind(op.results[index], ctx.operand(op, source))
-    if len(op.results) > 5 and op.results[5].uses:
+    if _read(ctx, op, 5):
         raise UnsupportedOpError(op.type, op.name, "reserve_space_3 is read")
 
 

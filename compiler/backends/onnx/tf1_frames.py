@@ -263,7 +263,39 @@ def _conds(ops: Sequence[Op], members: set[Op], frames: list[WhileFrame]) -> lis
     for op in ops:
         if op.type in SWITCH and op.operands[1].op.type not in LOOP_COND:
             by_predicate.setdefault(op.operands[1], []).append(op)
-    return [_cond(pred, switches, members, frames) for pred, switches in by_predicate.items()]
+    return [_cond(pred, group, members, frames) for pred, switches in by_predicate.items()
+            for group in _independent_conds(pred, switches, members)]
+
+
+def _independent_conds(predicate: Value, switches: list[Op], members: set[Op]) -> list[list[Op]]:
+    """The Switches on one predicate, split into the conds they form: two Switches belong to one
+    cond when their branches meet before a join of the predicate (a Merge both sides reach).  TF1
+    layers give every cond the same `is_training` placeholder; one region for all of them would
+    feed itself (a layer's join feeds the next layer's Switch)."""
+    side = _branch_sides(predicate, switches, members)
+    group = {s: s for s in switches}
+
+    def root(s: Op) -> Op:
+        while group[s] is not s:
+            group[s] = group[group[s]]
+            s = group[s]
+        return s
+
+    owner: dict[Op, Op] = {}
+    for switch in switches:
+        stack = [u for v in switch.results for u, _ in v.uses if u in side]
+        while stack:
+            op = stack.pop()
+            if op in owner:
+                group[root(owner[op])] = root(switch)
+                continue
+            owner[op] = switch
+            if not (op.type in MERGE and len(side[op]) == 2):
+                stack.extend(u for v in op.results for u, _ in v.uses if u in side)
+    groups: dict[Op, list[Op]] = {}
+    for switch in switches:
+        groups.setdefault(root(switch), []).append(switch)
+    return list(groups.values())
 
 
 def _cond(predicate: Value, switches: list[Op], members: set[Op], frames: list[WhileFrame]) -> CondRegion:
@@ -276,7 +308,7 @@ def _cond(predicate: Value, switches: list[Op], members: set[Op], frames: list[W
                                                              f"'{predicate.name}' without a Merge")
         if len(merge.operands) != 2:
             raise UnsupportedOpError(merge.type, merge.name, "a cond Merge must have exactly two inputs")
-    _check_contained(inside, merges, predicate)
+    _check_contained(inside, merges, predicate, members)
     inside.update(_frames_in_branches(inside, switches, frames))
     branches = {t: _topological_or_empty([op for op, s in inside.items() if s == t]) for t in (False, True)}
     region = CondRegion(predicate, switches, merges, branches)
@@ -348,12 +380,13 @@ def _frames_in_branches(inside: dict[Op, bool], switches: list[Op], frames: list
     return found
 
 
-def _check_contained(side: dict[Op, bool], merges: list[Op], predicate: Value) -> None:
-    """A branch value may leave the cond only through one of its Merges."""
+def _check_contained(side: dict[Op, bool], merges: list[Op], predicate: Value, members: set[Op]) -> None:
+    """A branch value may leave the cond only through one of its Merges (readers the export
+    leaves out, such as the Merge of a statistic nobody reads, do not count)."""
     for op in side:
         for value in op.results:
             for user, _ in value.uses:
-                if user not in side and user not in merges:
+                if user in members and user not in side and user not in merges:
                     raise UnsupportedOpError(user.type, user.name, f"it reads '{value.name}' from one branch of "
                                                                    f"the cond on '{predicate.name}' outside a Merge")
 
