@@ -44,7 +44,6 @@ _ELEMENTWISE = frozenset(UNARY) | frozenset(BINARY) | frozenset({
 _PADS = ("Pad", "PadV2", "MirrorPad")
 _REDUCTIONS = ("Mean", "Max", "Min", "Sum", "Prod")
 
-
 # TF ops defined on 4-D tensors only: a Squeeze of axis -3 after one removes the height.
 _FOUR_D = frozenset({"Conv2D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "MaxPool", "AvgPool"})
 
@@ -57,8 +56,8 @@ def _removes_height(op: Op) -> bool:
 
 
 def _is_height_expand(op: Op) -> bool:
-    """`op` adds a height axis to a 3-D tensor (the ExpandDims before a 1-D layer); the caller
-    knows the operand is 3-D."""
+    """`op` inserts axis 1 (-3): the ExpandDims before a 1-D layer when its operand is 3-D, which
+    holds where it matters (a height-squeezed tensor, a Pad of [3, 2] amounts)."""
     if op.type != "ExpandDims" or len(op.operands) != 2:
         return False
     axis = const_array(op.operands[1])
@@ -132,7 +131,6 @@ class _Squeezes:
         if axis is None or axis.size != 1 or any(self.source(v) is None for v in op.operands[:-1]):
             return None
         return _axis(axis.reshape(()), 3)
-
 
     def permutation(self, op: Op) -> Optional[list[int]]:
         """The constant permutation of a height-squeezed tensor's three axes."""
