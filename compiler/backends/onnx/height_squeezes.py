@@ -147,7 +147,7 @@ def find_height_squeezes(graph: Graph, named: Collection[str] = ()) -> list[Op]:
     found = [op for op in graph if op.type == "Squeeze" and squeezes.source(op.results[0]) is not None
              and any(squeezes.movable(user, named) for user in op.results[0].users)]
     expands = [op for op in graph if _is_height_expand(op)]
-    return found + [op for op in expands if _hoistable_pad(op, named) is not None] + _twins(expands, named)
+    return found + [op for op in expands if _hoistable_pad(op, named) is not None] + list(_twins(expands, named))
 
 
 def sink_found(graph: Graph, found: list[Op], named: Collection[str] = ()) -> None:
@@ -155,9 +155,7 @@ def sink_found(graph: Graph, found: list[Op], named: Collection[str] = ()) -> No
     for op in found:
         if op.type == "ExpandDims" and op.graph is graph:
             _hoist_pad(graph, op, named)
-    for twin in _twins([op for op in graph if _is_height_expand(op)], named):
-        first = next(u for u, _ in twin.operands[0].uses if u is not twin and u.type == "ExpandDims"
-                     and np.array_equal(const_array(u.operands[1]), const_array(twin.operands[1])))
+    for twin, first in _twins([op for op in graph if _is_height_expand(op)], named).items():
         twin.results[0].replace_all_uses_with(first.results[0])
         graph.erase_op(twin)
     squeezes = _Squeezes()
@@ -230,17 +228,18 @@ def _named_or_tied(op: Op, named: Collection[str]) -> bool:
     return op.name in named or bool(op.control_deps or op.control_users)
 
 
-def _twins(expands: list[Op], named: Collection[str]) -> list[Op]:
-    """ExpandDims repeating an earlier one in `expands` (same tensor, same axis): the dilated-conv
-    rewrite gives each conv its own copy of one shared ExpandDims, and each would be an Unsqueeze."""
-    seen: set[tuple[Value, int]] = set()
-    twins = []
+def _twins(expands: list[Op], named: Collection[str]) -> dict[Op, Op]:
+    """Each ExpandDims repeating an earlier one in `expands` (same tensor, same axis), mapped to that
+    earlier one: the dilated-conv rewrite gives each conv its own copy of one shared ExpandDims, and
+    each would be an Unsqueeze."""
+    first: dict[tuple[Value, int], Op] = {}
+    twins = {}
     for op in expands:
         key = (op.operands[0], int(const_array(op.operands[1]).reshape(())))
-        if key not in seen:
-            seen.add(key)
+        if key not in first:
+            first[key] = op
         elif not _named_or_tied(op, named):
-            twins.append(op)
+            twins[op] = first[key]
     return twins
 
 

@@ -271,18 +271,16 @@ def _training_statistics(ctx: LoweringContext, op: Op, mean: str, variance: str,
     if dims is None or any(d is None for i, d in enumerate(dims) if i != channel % len(dims)):
         raise UnsupportedOpError(op.type, op.name, "training-mode batch statistics need a known input shape")
     count = int(np.prod([d for i, d in enumerate(dims) if i != channel % len(dims)]))
-    np_type = ctx.dtype(op.operands[1]).to_numpy()
-    stats = {1: mean, 2: ctx.helper1(op, "unbiased", "Mul", [variance, ctx.scalar(count / max(count - 1, 1),
-                                                                                   ctx.dtype(op.operands[1]),
-                                                                                   f"{op.name}/bessel")])}
+    stat_type = ctx.dtype(op.operands[1])
+    bessel = ctx.scalar(count / max(count - 1, 1), stat_type, f"{op.name}/bessel")
+    stats = {1: mean, 2: ctx.helper1(op, "unbiased", "Mul", [variance, bessel])}
     factor = float(op.attr("exponential_avg_factor", 1.0))
     for index in wanted:
         value = stats[index]
         if factor != 1.0:
-            moving = ctx.helper1(op, f"moving{index}", "Mul", [ctx.operand(op, index + 2), ctx.initializer(
-                np.asarray(1.0 - factor, np_type), f"{op.name}/keep")])
-            batch = ctx.helper1(op, f"batch{index}", "Mul", [value, ctx.initializer(np.asarray(factor, np_type),
-                                                                                    f"{op.name}/factor")])
+            keep = ctx.scalar(1.0 - factor, stat_type, f"{op.name}/keep")
+            moving = ctx.helper1(op, f"moving{index}", "Mul", [ctx.operand(op, index + 2), keep])
+            batch = ctx.helper1(op, f"batch{index}", "Mul", [value, ctx.scalar(factor, stat_type, f"{op.name}/factor")])
             value = ctx.helper1(op, f"blended{index}", "Add", [moving, batch])
         ctx.bind(op.results[index], value)
 
