@@ -421,7 +421,8 @@ def test_batch_norm_layers_on_one_shapeless_training_flag_match_tf_both_ways(tmp
     (musicnn's layers): the flag is a scalar because Switches read it; the training branch
     normalises by the batch's statistics, whose outputs TF reports too.  At -O2, with the
     Identities gone, every Switch reads the placeholder itself: still two conds (two Ifs), though
-    the first one's result feeds the second's Switches."""
+    the first one's result feeds the second's Switches.  The branches read the conv's NCHW result
+    as stored and hand theirs back NCHW: the only Transposes are the input's and the output's."""
     tf = pytest.importorskip("tensorflow")
     rng = np.random.RandomState(9)
 
@@ -453,6 +454,7 @@ def test_batch_norm_layers_on_one_shapeless_training_flag_match_tf_both_ways(tmp
         onnx_model = export(ir, ["x", "training"], outputs)
         onnx.checker.check_model(onnx_model, full_check=True)
     assert op_types(onnx_model)["If"] >= 2
+    assert op_types(onnx_model)["Transpose"] == 2
     assert [d.dim_value for d in onnx_model.graph.input[1].type.tensor_type.shape.dim] == []
     feed = rng.uniform(-1, 1, (2, 5, 5, 3)).astype(np.float32)
     for training in (False, True):

@@ -17,7 +17,7 @@ from compiler.backends.onnx.alternatives import nearest_alternative
 from compiler.backends.onnx.builder import GraphBuilder
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.layout import preferred_layouts
+from compiler.backends.onnx.layout import Perm, preferred_layouts
 from compiler.backends.onnx.ops_complex import check_no_complex
 from compiler.backends.onnx.registry import LAYOUT_ROLES, LOWERINGS
 from compiler.backends.onnx.tf1_frames import REGION_LOWERINGS, needs_shape_refinement, refine_shapes, schedule
@@ -77,19 +77,28 @@ def lower_op(ctx: LoweringContext, op: Op) -> None:
 
 @dataclass
 class Argument:
-    """What a function argument is bound to: an outer tensor (TF layout), and what is known of it."""
+    """What a function argument is bound to: an outer tensor, what is known of it, and the layout the
+    tensor is stored in (TF order unless the subgraph reads it as stored, like a cond branch)."""
 
     tensor: str
     shape: Shape
     constant: Optional[np.ndarray] = None
+    perm: Perm = None
 
 
 def lower_function_body(ctx: LoweringContext, fn: Function, builder: GraphBuilder, prefix: str,
                         args: Sequence[Argument]) -> list[str]:
     """Lower function `fn` into `builder` with its arguments bound to `args`; returns its results (TF layout)."""
+    child = lower_function_subgraph(ctx, fn, builder, prefix, args)
+    return [child.value_in(r) for r in fn.results]
+
+
+def lower_function_subgraph(ctx: LoweringContext, fn: Function, builder: GraphBuilder, prefix: str,
+                            args: Sequence[Argument]) -> LoweringContext:
+    """`lower_function_body` leaving its results as stored: the child context (see `lower_subgraph`)."""
     arg_values = [a.results[0] for a in fn.args]
     ops = topological_order(fn.graph, reachable_ops(fn.results, arg_values), arg_values)
-    return lower_bound_ops(ctx, ops, builder, prefix, dict(zip(arg_values, args)), fn.results)
+    return lower_subgraph(ctx, ops, builder, prefix, dict(zip(arg_values, args)), fn.results)
 
 
 def lower_bound_ops(ctx: LoweringContext, ops: Sequence[Op], builder: GraphBuilder, prefix: str,
@@ -100,21 +109,54 @@ def lower_bound_ops(ctx: LoweringContext, ops: Sequence[Op], builder: GraphBuild
     A function body, a loop's body or condition, and a cond branch are all this: a subgraph that
     reads a few values from outside (constants among them stay constants, so weights fold).
     """
-    ops, bound = _with_outer_reads(ctx, ops, bound)
+    child = lower_subgraph(ctx, ops, builder, prefix, bound, results)
+    return [child.value_in(r) for r in results]
+
+
+def lower_subgraph(ctx: LoweringContext, ops: Sequence[Op], builder: GraphBuilder, prefix: str,
+                   bound: Mapping[Value, Argument], results: Sequence[Value], as_stored: bool = False
+                   ) -> LoweringContext:
+    """`lower_bound_ops` without fixing the results' layout: the child context, whose `lowered`
+    tells how each result is stored.  With `as_stored`, outside values the ops read directly come
+    in the layout they are stored in (a subgraph that runs at most once, like a cond branch, can:
+    a loop body's carried values must keep one layout from one iteration to the next)."""
+    ops, bound = _with_outer_reads(ctx, ops, bound, as_stored)
     runtime = {v: a.shape for v, a in bound.items() if a.constant is None}
     constants = {v: a.constant for v, a in bound.items() if a.constant is not None}
     child = ctx.child(builder, analyze(ops, runtime, constants), prefix)
     child.keep.update(results)
     for value, arg in bound.items():
         if arg.constant is None:
-            child.bind(value, arg.tensor)
+            child.bind(value, arg.tensor, arg.perm)
         else:
             child.bind_constant_tensor(value, arg.tensor)
     lower_ops(child, ops)
-    return [child.value_in(r) for r in results]
+    return child
 
 
-def _with_outer_reads(ctx: LoweringContext, ops: Sequence[Op], bound: Mapping[Value, Argument]
+def outer_argument(ctx: LoweringContext, value: Value, as_stored: bool = False) -> Argument:
+    """An enclosing-graph value as a subgraph reads it: in TF order, or with `as_stored` in the
+    layout it is stored in (no conversion on either side of the boundary).  Constants stay
+    constants, in TF order."""
+    constant = ctx.constant(value)
+    if as_stored and constant is None:
+        stored = ctx.lowered(value)
+        return Argument(stored.tensor, ctx.shape(value), None, stored.perm)
+    return Argument(ctx.value_in(value, None), ctx.shape(value), constant)
+
+
+def agreed_layout(ctx: LoweringContext, merged: Value, sides: Sequence[tuple[LoweringContext, Value]]) -> Perm:
+    """The layout a cond's output is stored in: the one every branch computed it in, so no branch
+    converts (a branch handing back a constant has none to impose); where they differ, the one
+    the readers want if some branch has it, else TF order."""
+    stored = {child.lowered(root).perm for child, root in sides if child.is_bound(root)}
+    if len(stored) == 1:
+        return stored.pop()
+    wanted = ctx.wanted(merged)
+    return wanted if wanted in stored else None
+
+
+def _with_outer_reads(ctx: LoweringContext, ops: Sequence[Op], bound: Mapping[Value, Argument], as_stored: bool
                       ) -> tuple[list[Op], dict[Value, Argument]]:
     """`ops` plus the operand-free ops (Consts) they read from outside, and `bound` plus the other
     outside values they read directly (a TF1 cond branch may read its enclosing graph's values)."""
@@ -127,5 +169,5 @@ def _with_outer_reads(ctx: LoweringContext, ops: Sequence[Op], bound: Mapping[Va
             if not value.op.operands and value.op not in constants:
                 constants.append(value.op)
             elif value.op.operands:
-                extended[value] = Argument(ctx.value_in(value, None), ctx.shape(value), ctx.constant(value))
+                extended[value] = outer_argument(ctx, value, as_stored)
     return constants + list(ops), extended

@@ -20,7 +20,8 @@ from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.lowering import Argument, lower_function_body
+from compiler.backends.onnx.lowering import (Argument, agreed_layout, lower_function_body, lower_function_subgraph,
+                                           outer_argument)
 from compiler.backends.onnx.registry import lowers
 from compiler.backends.onnx.tf1_frames import forwarded_source
 from compiler.frontends.graphdef.functions import Function, lower_function
@@ -31,8 +32,8 @@ def _function(ctx: LoweringContext, op: Op, attr: str) -> Function:
     return lower_function(ctx.library, op.attr(attr).name)
 
 
-def _arguments(ctx: LoweringContext, values: Sequence[Value]) -> list[Argument]:
-    return [Argument(ctx.value_in(v), ctx.shape(v), ctx.constant(v)) for v in values]
+def _arguments(ctx: LoweringContext, values: Sequence[Value], as_stored: bool = False) -> list[Argument]:
+    return [outer_argument(ctx, v, as_stored) for v in values]
 
 
 def _as_bool(ctx: LoweringContext, op: Op, tensor: str, dtype: DType | None, suffix: str) -> str:
@@ -61,7 +62,9 @@ def known_truth(ctx: LoweringContext, value: Value) -> Optional[bool]:
 
 @lowers("If", "StatelessIf")
 def _if(ctx: LoweringContext, op: Op) -> None:
-    args = _arguments(ctx, op.operands[1:])
+    """An If whose branches read the operands as stored and hand each result back in the layout
+    both computed it in (see `agreed_layout`), so a layout survives the cond."""
+    args = _arguments(ctx, op.operands[1:], as_stored=True)
     taken = known_truth(ctx, op.operands[0])
     if taken is not None:
         label = "then" if taken else "else"
@@ -69,15 +72,23 @@ def _if(ctx: LoweringContext, op: Op) -> None:
         ctx.stats["conds_with_known_predicate"] += 1
         return
     cond = _as_bool(ctx, op, ctx.operand(op, 0), ctx.dtype(op.operands[0]), "cond")
-    branches = {attr: _branch_graph(ctx, op, _function(ctx, op, attr), label, args)
-                for attr, label in (("then_branch", "then"), ("else_branch", "else"))}
-    outs = ctx.emit(op, "If", [cond], len(op.results), **branches)
-    for value, tensor in zip(op.results, outs):
-        ctx.bind(value, tensor)
+    sides = {}
+    for attr, label in (("then_branch", "then"), ("else_branch", "else")):
+        fn, body = _function(ctx, op, attr), GraphBuilder(ctx.scope)
+        sides[attr] = (fn, body, lower_function_subgraph(ctx, fn, body, f"{ctx.prefix}{op.name}/{label}/", args))
+    layouts = [agreed_layout(ctx, value, [(child, fn.results[i]) for fn, _, child in sides.values()])
+               for i, value in enumerate(op.results)]
+    for attr, (fn, body, child) in sides.items():
+        results = [child.value_in(r, perm) for r, perm in zip(fn.results, layouts)]
+        label = "then" if attr == "then_branch" else "else"
+        _expose_results(ctx, body, results, op.results, fn.result_names, f"{ctx.prefix}{op.name}/{label}/out/")
+    outs = ctx.emit(op, "If", [cond], len(op.results), **{attr: body for attr, (_, body, _) in sides.items()})
+    for value, tensor, perm in zip(op.results, outs, layouts):
+        ctx.bind(value, tensor, perm)
 
 
 def _branch_graph(ctx: LoweringContext, op: Op, fn: Function, label: str, args: Sequence[Argument]) -> GraphBuilder:
-    """One branch of a cond or case as an If subgraph."""
+    """One branch of a case as an If subgraph, handing its results back in TF order."""
     prefix = f"{ctx.prefix}{op.name}/{label}/"
     body = GraphBuilder(ctx.scope)
     results = lower_function_body(ctx, fn, body, prefix, args)
@@ -86,20 +97,21 @@ def _branch_graph(ctx: LoweringContext, op: Op, fn: Function, label: str, args: 
 
 
 def _inline_branch(ctx: LoweringContext, op: Op, fn: Function, label: str, args: Sequence[Argument]) -> None:
-    """The one branch that runs, in the enclosing graph.  For a condition known at export this
-    matters beyond size: onnxruntime type-checks both branches of an If, and the one TF never runs
-    may not even have consistent static shapes (Keras builds such conds on a dimension known when
-    it traces)."""
-    results = lower_function_body(ctx, fn, ctx.builder, f"{ctx.prefix}{op.name}/{label}/", args)
-    for value, tensor in zip(op.results, results):
-        ctx.bind(value, tensor)
+    """The one branch that runs, in the enclosing graph, its results bound as stored.  For a
+    condition known at export this matters beyond size: onnxruntime type-checks both branches of
+    an If, and the one TF never runs may not even have consistent static shapes (Keras builds such
+    conds on a dimension known when it traces)."""
+    child = lower_function_subgraph(ctx, fn, ctx.builder, f"{ctx.prefix}{op.name}/{label}/", args)
+    for value, result in zip(op.results, fn.results):
+        stored = child.lowered(result)
+        ctx.bind(value, stored.tensor, stored.perm)
 
 
 @lowers("Case", "StatelessCase")
 def _case(ctx: LoweringContext, op: Op) -> None:
     """One branch per index, the last also for any index out of range (TF's default): nested Ifs on
     `index == 0`, `index == 1`, ..., or only the branch that runs when the export knows which."""
-    args = _arguments(ctx, op.operands[1:])
+    args = _arguments(ctx, op.operands[1:], as_stored=True)
     branches = [lower_function(ctx.library, f.name) for f in op.attr("branches")]
     if not branches:
         raise UnsupportedOpError(op.type, op.name, "it has no branches")

@@ -21,7 +21,8 @@ from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.lowering import Argument, lower_bound_ops
+from compiler.backends.onnx.lowering import (Argument, agreed_layout, lower_bound_ops, lower_subgraph,
+                                           outer_argument)
 from compiler.backends.onnx.ops_control import known_truth
 from compiler.backends.onnx.ops_tensor_list import list_element_dtype
 from compiler.backends.onnx.recurrent import lower_recurrent
@@ -50,11 +51,6 @@ def element_type(ctx: LoweringContext, value: Value) -> int:
     return elem
 
 
-def _outer(ctx: LoweringContext, value: Value) -> Argument:
-    """An enclosing-graph value as a subgraph sees it (TF layout; constants stay constant)."""
-    return Argument(ctx.value_in(value, None), ctx.shape(value), ctx.constant(value))
-
-
 def _emit_region_node(ctx: LoweringContext, op_type: str, inputs: Sequence[str], values: Sequence[Value],
                       base: str, **attrs: object) -> list[str]:
     """A node whose outputs are named after the TF values they become (Exit or Merge results)."""
@@ -78,11 +74,11 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
     scanned = scanned_lists(ctx, frame)
     scanned_values = {s.variable.merged for s in scanned}
     carried = [v for v in frame.variables if not v.invariant and v.merged not in scanned_values]
-    outer: dict[Value, Argument] = {e.results[0]: _outer(ctx, e.operands[0]) for e in frame.invariants}
+    outer: dict[Value, Argument] = {e.results[0]: outer_argument(ctx, e.operands[0]) for e in frame.invariants}
     for var in frame.variables:
         if var.invariant:
-            outer[var.merged] = outer[var.body_input] = _outer(ctx, var.initial)
-    initial = {v.merged: _outer(ctx, v.initial) for v in carried}
+            outer[var.merged] = outer[var.body_input] = outer_argument(ctx, var.initial)
+    initial = {v.merged: outer_argument(ctx, v.initial) for v in carried}
     first = lower_bound_ops(ctx, frame.cond_ops, ctx.builder, prefix + "cond_first/", {**outer, **initial},
                             [frame.predicate])[0]
 
@@ -129,6 +125,9 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
 
 # -- cond -> If -------------------------------------------------------------------------------
 def lower_cond(ctx: LoweringContext, region: CondRegion) -> None:
+    """An If whose branches read outer values in the layout they are stored in and hand each merged
+    value back in the layout both computed it in: a BN layer's cond between NCHW convs costs no
+    Transpose on either side of the boundary."""
     for merge in region.merges:
         if merge.results[1].uses:
             raise UnsupportedOpError(merge.type, merge.name, "its value_index output is read; only the merged "
@@ -139,34 +138,42 @@ def lower_cond(ctx: LoweringContext, region: CondRegion) -> None:
     if taken is not None:
         _lower_taken_branch(ctx, region, taken, prefix)
         return
+    bodies = {taken: GraphBuilder(ctx.scope) for taken in (True, False)}
+    sides = {taken: _lower_branch(ctx, region, taken, bodies[taken], prefix) for taken in (True, False)}
+    merged = [m.results[0] for m in region.merges]
+    layouts = [agreed_layout(ctx, value, [(child, roots[i]) for child, roots in sides.values()])
+               for i, value in enumerate(merged)]
     branches = {}
     for taken, attr in ((True, "then_branch"), (False, "else_branch")):
-        body = GraphBuilder(ctx.scope)
-        args = {s.results[int(taken)]: _outer(ctx, s.operands[0]) for s in region.switches}
-        roots = [region.branch_input(m, taken) for m in region.merges]
-        label = "then/" if taken else "else/"
-        results = lower_bound_ops(ctx, region.branches[taken], body, prefix + label, args, roots)
-        _expose(ctx, body, results, [m.results[0] for m in region.merges], prefix + label + "out/")
-        branches[attr] = body
+        child, roots = sides[taken]
+        results = [child.value_in(root, perm) for root, perm in zip(roots, layouts)]
+        _expose(ctx, bodies[taken], results, merged, prefix + ("then/" if taken else "else/") + "out/")
+        branches[attr] = bodies[taken]
     predicate = ctx.value_in(region.predicate, None)
     if ctx.dtype(region.predicate) != DType.BOOL:
         predicate = ctx.node("Cast", [predicate], prefix + "pred_bool", to=TensorProto.BOOL)[0]
-    merged = [m.results[0] for m in region.merges]
     outs = _emit_region_node(ctx, "If", [predicate], merged, base + "/if", **branches)
-    for value, tensor in zip(merged, outs):
-        ctx.bind(value, tensor)
+    for value, tensor, perm in zip(merged, outs, layouts):
+        ctx.bind(value, tensor, perm)
     ctx.stats["tf1_conds"] += 1
+
+
+def _lower_branch(ctx: LoweringContext, region: CondRegion, taken: bool, builder: GraphBuilder,
+                  prefix: str) -> tuple[LoweringContext, list[Value]]:
+    """One side of a cond, its outer reads as stored; its context and the values the Merges take."""
+    args = {s.results[int(taken)]: outer_argument(ctx, s.operands[0], as_stored=True) for s in region.switches}
+    roots = [region.branch_input(m, taken) for m in region.merges]
+    label = "then/" if taken else "else/"
+    return lower_subgraph(ctx, region.branches[taken], builder, prefix + label, args, roots, as_stored=True), roots
 
 
 def _lower_taken_branch(ctx: LoweringContext, region: CondRegion, taken: bool, prefix: str) -> None:
     """A cond whose predicate the exporter knows: the ops of the branch it takes, in the enclosing
     graph, and no If (why: `ops_control._inline_taken_branch`)."""
-    args = {s.results[int(taken)]: _outer(ctx, s.operands[0]) for s in region.switches}
-    roots = [region.branch_input(m, taken) for m in region.merges]
-    label = "then/" if taken else "else/"
-    results = lower_bound_ops(ctx, region.branches[taken], ctx.builder, prefix + label, args, roots)
-    for merge, tensor in zip(region.merges, results):
-        ctx.bind(merge.results[0], tensor)
+    child, roots = _lower_branch(ctx, region, taken, ctx.builder, prefix)
+    for merge, root in zip(region.merges, roots):
+        stored = child.lowered(root)
+        ctx.bind(merge.results[0], stored.tensor, stored.perm)
     ctx.stats["conds_with_known_predicate"] += 1
 
 
