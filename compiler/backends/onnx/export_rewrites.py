@@ -4,7 +4,7 @@ Some TF spellings exist only because of a TF limitation (a dilated conv as
 SpaceToBatchND -> conv -> BatchToSpaceND, a sign bit read through Bitcast),
 need care only in general (Erfc of any argument, where GELU's use of it does
 not), spell one ONNX operator as a dozen (LayerNormalization), spell an affine map as a chain of constant
-arithmetic (Keras' preprocessing layers), compute nothing (a BiasAdd of zeros) or keep
+arithmetic (Keras' preprocessing layers), repeat one layer once per step (Keras' TimeDistributed), compute nothing (a BiasAdd of zeros) or keep
 state ONNX has no place for (a TF1 TensorArray, which is a TensorList in all but name), or leave
 to run time what the export must know (a TensorList's item rank).  Each
 rewrite here turns such a spelling into IR that lowers to fewer ONNX nodes,
@@ -20,7 +20,7 @@ from typing import Any, Callable, Collection, Sequence
 
 from compiler.backends.onnx import (affine_chains, dilated_convs, functional_loops, gelu_erf, height_squeezes,
                                    layer_norm, list_element_shapes, ragged_maps, reshaped_batch_norm, sign_bit, switch_n, tensor_arrays,
-                                   zero_bias)
+                                   unrolled_steps, zero_bias)
 from compiler.ir.graph import Graph
 
 
@@ -38,6 +38,7 @@ REWRITES = (
     ExportRewrite("ragged_map_inputs", ragged_maps.find_ragged_inputs, ragged_maps.rewrite_inputs),
     ExportRewrite("ragged_map_results", ragged_maps.find_ragged_results, ragged_maps.rewrite_results),
     ExportRewrite("dilated_convs", dilated_convs.find_dilated_convs, dilated_convs.fuse_found),
+    ExportRewrite("unrolled_steps", unrolled_steps.find_unrolled_steps, unrolled_steps.fold_found),
     ExportRewrite("gelu_erf", gelu_erf.find_gelu_erfcs, gelu_erf.rewrite_found),
     ExportRewrite("zero_biases", zero_bias.find_zero_biases, zero_bias.drop_found),
     ExportRewrite("layer_norms", layer_norm.find_layer_norms, layer_norm.rewrite_found),
