@@ -641,7 +641,8 @@ def render_report(rows: Sequence[Row], command: str, date: str, not_run: Sequenc
         "Applications are built with `weights=None, classes=10, classifier_activation=None` (logits: a saturated softmax would hide errors) at a small input side (64, or 96 where the "
         "application needs more; `_APPS` in the script), BatchNormalization statistics randomized; layer models "
         "and TF1 graphs are small by design. `trained` models carry the weights their pip package ships "
-        f"(tools/zoo_trained.py; `{zoo_trained.INSTALL}`). Every model is frozen with batch 1 and seeded.",
+        f"(tools/zoo_trained.py; `{zoo_trained.INSTALL}`). Every model is frozen with batch 1 (deepcut, "
+        "chars2vec: a row per character or word, as their packages run them) and seeded.",
         "",
         "Per model: TF nodes of the frozen GraphDef; `-O2`: gttc's -O2 graph run in gttc's interpreter vs TF; "
         "`ONNX`: gttc's ONNX export of the -O2 graph (of the frozen graph where -O2 failed; full checker) in "

