@@ -10,6 +10,7 @@ from typing import Optional
 import numpy as np
 
 from compiler.ir.graph import Op, Value
+from compiler.runtime.kernels.array import SLICE_MASKS
 from compiler.runtime.op_eval import FORWARDING_OPS
 
 
@@ -60,6 +61,14 @@ def is_integer(array: Optional[np.ndarray], number: int) -> bool:
     """Whether a constant's elements (`const_array`'s or `ordered_const_array`'s; None: not a constant)
     are one integer equal to `number`."""
     return array is not None and array.size == 1 and array.dtype.kind in "iu" and int(array.reshape(())) == number
+
+
+def picks_element(op: Op, index: int) -> bool:
+    """`op` is StridedSlice(x, [index], [index + 1], [1]) shrinking that axis away, all constant:
+    `x[index]` (how TF writes a step of a sequence, or `tf.shape(x)[0]`)."""
+    if op.type != "StridedSlice" or any(int(op.attr(m, 0)) != (m == "shrink_axis_mask") for m in SLICE_MASKS):
+        return False
+    return all(is_integer(const_array(v), n) for v, n in zip(op.operands[1:], (index, index + 1, 1)))
 
 
 def is_exclusive(value: Value, user: Op) -> bool:

@@ -20,9 +20,8 @@ from typing import Callable, Collection, Iterable, Optional
 
 import numpy as np
 
-from compiler.analysis import analyze
 from compiler.backends.onnx.ops_tensor_list import LIST_CREATES, carried_on
-from compiler.backends.onnx.tf1_frames import export_order, refine_shapes
+from compiler.backends.onnx.tf1_frames import frame_shapes
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.shapes import Shape
@@ -75,12 +74,6 @@ def find_unknown_rank_lists(graph: Graph, named: Collection[str] = ()) -> list[U
             if shape is not None:
                 found.append(UnknownRankList(op, shape))
     return found
-
-
-def frame_shapes(graph: Graph) -> Callable[[Value], Shape]:
-    """Shapes as the export derives them, through Enter/Merge/Switch/Exit and TensorLists."""
-    ops = export_order(graph, graph.ops, ())
-    return refine_shapes(analyze(ops), ops).shape
 
 
 def set_found_shapes(graph: Graph, found: list[UnknownRankList], named: Collection[str] = ()) -> None:

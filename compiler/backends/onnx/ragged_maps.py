@@ -30,9 +30,9 @@ from typing import Callable, Collection, Optional
 
 import numpy as np
 
-from compiler.backends.onnx.list_element_shapes import frame_shapes
 from compiler.backends.onnx.ops_tensor_list import list_origin, carried_on
-from compiler.backends.onnx.tf1_frames import ENTER, EXIT, LOOP_COND, MERGE, NEXT_ITERATION, SWITCH, forwarded_source
+from compiler.backends.onnx.tf1_frames import (ENTER, EXIT, LOOP_COND, MERGE, NEXT_ITERATION, SWITCH, forwarded_source,
+                                              frame_shapes)
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.shapes import Shape

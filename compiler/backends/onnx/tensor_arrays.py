@@ -46,7 +46,7 @@ from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, MERGE, forwarde
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, IRError, Op, Value
 from compiler.ir.shapes import Shape
-from compiler.rewrite.constants import const_array, is_integer
+from compiler.rewrite.constants import const_array, is_integer, picks_element
 from compiler.rewrite.edit import add_const, take_place
 
 # The flow passes control flow and identities as a list would (Switch to both results); the handle
@@ -245,12 +245,10 @@ def _ranges_over_the_size(access: Op, use: TensorArrayUse) -> bool:
 def _first_dim_of(value: Value, tensor: Value) -> bool:
     """`value` is `tf.shape(tensor)[0]`: a StridedSlice of its Shape, shrunk to element 0."""
     sliced = forwarded_source(value).op
-    if sliced.type != "StridedSlice" or sliced.attr("shrink_axis_mask", 0) != 1 \
-            or any(sliced.attr(m, 0) for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")):
+    if not picks_element(sliced, 0):
         return False
     shape = forwarded_source(sliced.operands[0]).op
-    return shape.type == "Shape" and forwarded_source(shape.operands[0]) is forwarded_source(tensor) \
-        and all(is_integer(const_array(v), n) for v, n in zip(sliced.operands[1:], (0, 1, 1)))
+    return shape.type == "Shape" and forwarded_source(shape.operands[0]) is forwarded_source(tensor)
 
 
 def _gathers_every_item(gather: Op, use: TensorArrayUse) -> bool:

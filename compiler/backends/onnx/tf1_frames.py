@@ -447,6 +447,14 @@ def needs_shape_refinement(ops: Collection[Op]) -> bool:
     return any(op.type in TF1_CONTROL_FLOW or op.type.startswith("TensorList") for op in ops)
 
 
+def frame_shapes(graph: Graph, roots: Optional[Sequence[Value]] = None) -> Callable[[Value], Shape]:
+    """Shapes as the export derives them, through Enter/Merge/Switch/Exit and TensorLists, for the
+    ops `roots` need (default: the whole graph): for rewrites that run before the lowering does."""
+    ops = export_order(graph, graph.ops if roots is None else reachable_ops(roots), ())
+    info = analyze(ops)
+    return (refine_shapes(info, ops) if needs_shape_refinement(ops) else info).shape
+
+
 def refine_shapes(info: StaticInfo, ops: Sequence[Op]) -> StaticInfo:
     """`info` re-derived with shapes flowing through Enter/Merge/Switch/Exit and TensorLists.
 

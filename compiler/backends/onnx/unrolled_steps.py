@@ -19,16 +19,16 @@ order, are folded; anything else keeps its unrolled form.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, Optional, Sequence
+from typing import Callable, Collection, Optional, Sequence
 
 import numpy as np
 
-from compiler.analysis import StaticInfo, analyze, reachable_ops
 from compiler.analysis.window import data_format
-from compiler.backends.onnx.tf1_frames import export_order, needs_shape_refinement, refine_shapes
+from compiler.backends.onnx.tf1_frames import frame_shapes
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
-from compiler.rewrite.constants import const_array
+from compiler.ir.shapes import Shape
+from compiler.rewrite.constants import const_array, picks_element
 from compiler.rewrite.edit import add_const, erase_dead, take_over
 
 # Ops that compute each row of their first (or only non-constant) operand from that row alone.
@@ -37,7 +37,6 @@ _ROW_WISE_UNARY = frozenset({
     "Neg", "Abs", "Square", "Sqrt", "Rsqrt", "Erf", "Identity", "Cast", "Softmax", "LogSoftmax"})
 _BROADCAST_BINARY = frozenset({"Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "BiasAdd"})
 _IMAGE_WINDOWS = frozenset({"Conv2D", "DepthwiseConv2dNative", "MaxPool", "AvgPool"})
-_SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")
 
 
 @dataclass(frozen=True)
@@ -57,21 +56,21 @@ def find_unrolled_steps(graph: Graph, named: Collection[str] = ()) -> list[Unrol
     and per-step sizes are known (the folded form's Reshapes need them)."""
     packs = [op for op in graph if op.type == "Pack" and len(op.operands) >= 2 and op.attr("axis", 0) == 0
              and op.name not in named and not op.control_deps and not op.control_users]
-    candidates = [(pack, steps) for pack in packs if (steps := _steps(pack, named)) is not None]
+    candidates = [(pack, *unrolled) for pack in packs if (unrolled := _steps(pack, named)) is not None]
     if not candidates:
         return []
-    info = _shapes(graph, [steps[0][-1].results[0] for _, steps in candidates])
+    # shapes carried through TF1 loops too: a TimeDistributed layer often reads a Keras RNN's sequence
+    shape_of = frame_shapes(graph, [steps[0][-1].results[0] for _, _, steps in candidates])
     found = []
-    for pack, steps in candidates:
-        source = steps[0][0].operands[0].op.operands[0]
+    for pack, source, steps in candidates:
         core = _core_length(steps[0])
-        dims_in = info.shape(source).dims
+        dims_in = shape_of(source).dims
         if dims_in is None:
             continue
-        dims_out = info.shape(steps[0][core - 1].results[0]).dims if core else dims_in[1:]
+        dims_out = shape_of(steps[0][core - 1].results[0]).dims if core else dims_in[1:]
         if (dims_out is None or len(dims_in) < 2 or dims_in[0] != len(steps)
                 or any(d is None for d in dims_in[2:]) or any(d is None for d in dims_out[1:])
-                or not all(_leaves_batch_alone(op, info) for op in steps[0])):
+                or not all(_leaves_batch_alone(op, shape_of) for op in steps[0])):
             continue
         found.append(UnrolledSteps(pack, source, steps, core, tuple(dims_in[2:]), tuple(dims_out[1:])))
     return found
@@ -91,30 +90,23 @@ def _core_length(chain: Sequence[Op]) -> int:
     return core
 
 
-def _shapes(graph: Graph, roots: Sequence[Value]) -> StaticInfo:
-    """Static facts up to `roots`, with shapes carried through TF1 loops (a Keras RNN's sequence
-    output, which a TimeDistributed layer often reads)."""
-    ops = export_order(graph, reachable_ops(roots), ())
-    info = analyze(ops, {})
-    return refine_shapes(info, ops) if needs_shape_refinement(ops) else info
-
-
-def _steps(pack: Op, named: Collection[str]) -> Optional[tuple[tuple[Op, ...], ...]]:
-    """Each Pack operand's chain back to its slice, when all are the same row-wise chain on slices
-    0, 1, ... of one tensor."""
-    steps, source = [], None
+def _steps(pack: Op, named: Collection[str]) -> Optional[tuple[Value, tuple[tuple[Op, ...], ...]]]:
+    """The sliced tensor and each Pack operand's chain back to its slice, when all are the same
+    row-wise chain on slices 0, 1, ... of that tensor."""
+    steps: list[tuple[Op, ...]] = []
+    source: Optional[Value] = None
     for index, value in enumerate(pack.operands):
         chain = _chain(value, pack, named)
         if chain is None:
             return None
-        sliced = chain[0].operands[0]
-        if not _is_step_slice(sliced.op, index, chain[0]) or (source is not None and sliced.op.operands[0] is not source):
+        sliced = chain[0].operands[0].op
+        if not picks_element(sliced, index) or (source is not None and sliced.operands[0] is not source):
             return None
-        source = sliced.op.operands[0]
+        source = sliced.operands[0]
         if steps and not _same_chain(steps[0], chain):
             return None
         steps.append(tuple(chain))
-    return tuple(steps)
+    return source, tuple(steps)
 
 
 def _chain(value: Value, reader: Op, named: Collection[str]) -> Optional[list[Op]]:
@@ -154,36 +146,28 @@ def _row_wise(op: Op) -> bool:
     return False
 
 
-def _leaves_batch_alone(op: Op, info: StaticInfo) -> bool:
+def _leaves_batch_alone(op: Op, shape_of: Callable[[Value], Shape]) -> bool:
     """A binary op's constant broadcasts over the rows, not along them: it has fewer axes than the
     rows, or a leading 1."""
     if op.type not in _BROADCAST_BINARY:
         return True
-    constant = const_array(op.operands[1 - _flowing(op)])
-    rank = info.shape(op.operands[_flowing(op)]).rank
+    flowing = _flowing(op)
+    constant = const_array(op.operands[1 - flowing])
+    rank = shape_of(op.operands[flowing]).rank
     return rank is not None and (constant.ndim < rank or constant.shape[0] == 1)
-
-
-def _is_step_slice(op: Op, index: int, reader: Op) -> bool:
-    """StridedSlice(x, [index], [index + 1], [1]) dropping the axis: x[index]."""
-    if op.type != "StridedSlice" or op.attr("shrink_axis_mask", 0) != 1 or any(op.attr(m, 0) for m in _SLICE_MASKS):
-        return False
-    begin, end, strides = (const_array(v) for v in op.operands[1:4])
-    return (begin is not None and end is not None and strides is not None
-            and [int(x) for x in np.ravel(begin)] == [index] and [int(x) for x in np.ravel(end)] == [index + 1]
-            and [int(x) for x in np.ravel(strides)] == [1])
 
 
 def _same_chain(first: Sequence[Op], other: Sequence[Op]) -> bool:
     if len(first) != len(other):
         return False
     for a, b in zip(first, other):
-        if a.type != b.type or len(a.operands) != len(b.operands) or _flowing(a) != _flowing(b):
+        flowing = _flowing(a)
+        if a.type != b.type or len(a.operands) != len(b.operands) or _flowing(b) != flowing:
             return False
         if set(a.attrs) != set(b.attrs) or any(a.attr(k) != b.attr(k) for k in a.attrs):
             return False
         for i, (x, y) in enumerate(zip(a.operands, b.operands)):
-            if i != _flowing(a) and x is not y and not _equal_constants(x, y):
+            if i != flowing and x is not y and not _equal_constants(x, y):
                 return False
     return True
 
