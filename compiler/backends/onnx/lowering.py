@@ -145,7 +145,16 @@ def outer_argument(ctx: LoweringContext, value: Value, as_stored: bool = False) 
     return Argument(ctx.value_in(value, None), ctx.shape(value), constant)
 
 
-def agreed_layout(ctx: LoweringContext, merged: Value, sides: Sequence[tuple[LoweringContext, Value]]) -> Perm:
+def cond_results(ctx: LoweringContext, merged: Sequence[Value],
+                 sides: Sequence[tuple[LoweringContext, Sequence[Value]]]) -> tuple[list[Perm], list[list[str]]]:
+    """The layout each cond output is stored in (`_agreed_layout`) and, per branch (its context and
+    the values it hands back), the tensors it hands back in those layouts."""
+    layouts = [_agreed_layout(ctx, value, [(child, roots[i]) for child, roots in sides])
+               for i, value in enumerate(merged)]
+    return layouts, [[child.value_in(root, perm) for root, perm in zip(roots, layouts)] for child, roots in sides]
+
+
+def _agreed_layout(ctx: LoweringContext, merged: Value, sides: Sequence[tuple[LoweringContext, Value]]) -> Perm:
     """The layout a cond's output is stored in: the one every branch computed it in, so no branch
     converts (a branch handing back a constant has none to impose); where they differ, the one
     the readers want if some branch has it, else TF order."""
@@ -154,6 +163,15 @@ def agreed_layout(ctx: LoweringContext, merged: Value, sides: Sequence[tuple[Low
         return stored.pop()
     wanted = ctx.wanted(merged)
     return wanted if wanted in stored else None
+
+
+def bind_as_stored(ctx: LoweringContext, values: Sequence[Value], child: LoweringContext,
+                   roots: Sequence[Value]) -> None:
+    """Bind each of `values` to the tensor `child` (lowered into ctx's own graph: a cond's known
+    branch) holds the matching root in, keeping its layout."""
+    for value, root in zip(values, roots):
+        stored = child.lowered(root)
+        ctx.bind(value, stored.tensor, stored.perm)
 
 
 def _with_outer_reads(ctx: LoweringContext, ops: Sequence[Op], bound: Mapping[Value, Argument], as_stored: bool

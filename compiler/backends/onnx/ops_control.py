@@ -20,8 +20,8 @@ from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.lowering import (Argument, agreed_layout, lower_function_body, lower_function_subgraph,
-                                           outer_argument)
+from compiler.backends.onnx.lowering import (Argument, bind_as_stored, cond_results, lower_function_body,
+                                           lower_function_subgraph, outer_argument)
 from compiler.backends.onnx.registry import lowers
 from compiler.backends.onnx.tf1_frames import forwarded_source
 from compiler.frontends.graphdef.functions import Function, lower_function
@@ -63,7 +63,7 @@ def known_truth(ctx: LoweringContext, value: Value) -> Optional[bool]:
 @lowers("If", "StatelessIf")
 def _if(ctx: LoweringContext, op: Op) -> None:
     """An If whose branches read the operands as stored and hand each result back in the layout
-    both computed it in (see `agreed_layout`), so a layout survives the cond."""
+    both computed it in (see `lowering.cond_results`), so a layout survives the cond."""
     args = _arguments(ctx, op.operands[1:], as_stored=True)
     taken = known_truth(ctx, op.operands[0])
     if taken is not None:
@@ -72,17 +72,14 @@ def _if(ctx: LoweringContext, op: Op) -> None:
         ctx.stats["conds_with_known_predicate"] += 1
         return
     cond = _as_bool(ctx, op, ctx.operand(op, 0), ctx.dtype(op.operands[0]), "cond")
-    sides = {}
-    for attr, label in (("then_branch", "then"), ("else_branch", "else")):
-        fn, body = _function(ctx, op, attr), GraphBuilder(ctx.scope)
-        sides[attr] = (fn, body, lower_function_subgraph(ctx, fn, body, f"{ctx.prefix}{op.name}/{label}/", args))
-    layouts = [agreed_layout(ctx, value, [(child, fn.results[i]) for fn, _, child in sides.values()])
-               for i, value in enumerate(op.results)]
-    for attr, (fn, body, child) in sides.items():
-        results = [child.value_in(r, perm) for r, perm in zip(fn.results, layouts)]
-        label = "then" if attr == "then_branch" else "else"
-        _expose_results(ctx, body, results, op.results, fn.result_names, f"{ctx.prefix}{op.name}/{label}/out/")
-    outs = ctx.emit(op, "If", [cond], len(op.results), **{attr: body for attr, (_, body, _) in sides.items()})
+    attrs, labels = ("then_branch", "else_branch"), ("then", "else")
+    fns, bodies = [_function(ctx, op, attr) for attr in attrs], [GraphBuilder(ctx.scope) for _ in attrs]
+    sides = [(lower_function_subgraph(ctx, fn, body, f"{ctx.prefix}{op.name}/{label}/", args), fn.results)
+             for fn, body, label in zip(fns, bodies, labels)]
+    layouts, results = cond_results(ctx, op.results, sides)
+    for fn, body, label, tensors in zip(fns, bodies, labels, results):
+        _expose_results(ctx, body, tensors, op.results, fn.result_names, f"{ctx.prefix}{op.name}/{label}/out/")
+    outs = ctx.emit(op, "If", [cond], len(op.results), **dict(zip(attrs, bodies)))
     for value, tensor, perm in zip(op.results, outs, layouts):
         ctx.bind(value, tensor, perm)
 
@@ -101,10 +98,8 @@ def _inline_branch(ctx: LoweringContext, op: Op, fn: Function, label: str, args:
     condition known at export this matters beyond size: onnxruntime type-checks both branches of
     an If, and the one TF never runs may not even have consistent static shapes (Keras builds such
     conds on a dimension known when it traces)."""
-    child = lower_function_subgraph(ctx, fn, ctx.builder, f"{ctx.prefix}{op.name}/{label}/", args)
-    for value, result in zip(op.results, fn.results):
-        stored = child.lowered(result)
-        ctx.bind(value, stored.tensor, stored.perm)
+    bind_as_stored(ctx, op.results, lower_function_subgraph(ctx, fn, ctx.builder, f"{ctx.prefix}{op.name}/{label}/",
+                                                            args), fn.results)
 
 
 @lowers("Case", "StatelessCase")

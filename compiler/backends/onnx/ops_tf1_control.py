@@ -21,7 +21,7 @@ from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.lowering import (Argument, agreed_layout, lower_bound_ops, lower_subgraph,
+from compiler.backends.onnx.lowering import (Argument, bind_as_stored, cond_results, lower_bound_ops, lower_subgraph,
                                            outer_argument)
 from compiler.backends.onnx.ops_control import known_truth
 from compiler.backends.onnx.ops_tensor_list import list_element_dtype
@@ -138,17 +138,14 @@ def lower_cond(ctx: LoweringContext, region: CondRegion) -> None:
     if taken is not None:
         _lower_taken_branch(ctx, region, taken, prefix)
         return
-    bodies = {taken: GraphBuilder(ctx.scope) for taken in (True, False)}
-    sides = {taken: _lower_branch(ctx, region, taken, bodies[taken], prefix) for taken in (True, False)}
+    bodies = [GraphBuilder(ctx.scope) for _ in range(2)]
     merged = [m.results[0] for m in region.merges]
-    layouts = [agreed_layout(ctx, value, [(child, roots[i]) for child, roots in sides.values()])
-               for i, value in enumerate(merged)]
+    layouts, results = cond_results(ctx, merged, [_lower_branch(ctx, region, taken, body, prefix)
+                                                  for taken, body in zip((True, False), bodies)])
     branches = {}
-    for taken, attr in ((True, "then_branch"), (False, "else_branch")):
-        child, roots = sides[taken]
-        results = [child.value_in(root, perm) for root, perm in zip(roots, layouts)]
-        _expose(ctx, bodies[taken], results, merged, prefix + ("then/" if taken else "else/") + "out/")
-        branches[attr] = bodies[taken]
+    for attr, label, body, tensors in zip(("then_branch", "else_branch"), ("then/", "else/"), bodies, results):
+        _expose(ctx, body, tensors, merged, prefix + label + "out/")
+        branches[attr] = body
     predicate = ctx.value_in(region.predicate, None)
     if ctx.dtype(region.predicate) != DType.BOOL:
         predicate = ctx.node("Cast", [predicate], prefix + "pred_bool", to=TensorProto.BOOL)[0]
@@ -170,10 +167,7 @@ def _lower_branch(ctx: LoweringContext, region: CondRegion, taken: bool, builder
 def _lower_taken_branch(ctx: LoweringContext, region: CondRegion, taken: bool, prefix: str) -> None:
     """A cond whose predicate the exporter knows: the ops of the branch it takes, in the enclosing
     graph, and no If (why: `ops_control._inline_taken_branch`)."""
-    child, roots = _lower_branch(ctx, region, taken, ctx.builder, prefix)
-    for merge, root in zip(region.merges, roots):
-        stored = child.lowered(root)
-        ctx.bind(merge.results[0], stored.tensor, stored.perm)
+    bind_as_stored(ctx, [m.results[0] for m in region.merges], *_lower_branch(ctx, region, taken, ctx.builder, prefix))
     ctx.stats["conds_with_known_predicate"] += 1
 
 
