@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from compiler.analysis.window import data_format
+from compiler.analysis.window import DataFormat, data_format
 from compiler.backends.onnx import layout, opset
 from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES, einsum_complex
 from compiler.backends.onnx.context import LoweringContext
@@ -219,11 +219,13 @@ def matmul_input(ctx: LoweringContext, op: Op, side: Operand, summed: Sequence[i
 # -- batch norms ---------------------------------------------------------------------
 @lowers("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", layout=CHANNELS_FIRST)
 def _fused_batch_norm(ctx: LoweringContext, op: Op) -> None:
+    if _read(ctx, op, 5):
+        raise UnsupportedOpError(op.type, op.name, "reserve_space_3 is read")
     fmt = data_format(op.attr("data_format"))
     perm = layout.channels_first(ctx.rank(op.operands[0]) or 4) if fmt.channels_last else None
     x = ctx.operand(op, 0, perm)
     if op.attr("is_training", True):
-        _training_batch_norm(ctx, op, x, perm)
+        _training_batch_norm(ctx, op, x, perm, fmt)
         return
     stats = [ctx.operand(op, i) for i in (1, 2, 3, 4)]
     out = ctx.emit1(op, "BatchNormalization", [x] + stats, epsilon=float(op.attr("epsilon", 1e-4)))
@@ -231,7 +233,7 @@ def _fused_batch_norm(ctx: LoweringContext, op: Op) -> None:
     _bind_statistics(ctx, op)
 
 
-def _training_batch_norm(ctx: LoweringContext, op: Op, x: str, perm: layout.Perm) -> None:
+def _training_batch_norm(ctx: LoweringContext, op: Op, x: str, perm: layout.Perm, fmt: DataFormat) -> None:
     """Training mode normalises by the batch's own mean and (biased) variance, over every axis
     but the channels: a TF1 layer's `training` branch, which an ONNX If must hold even when the
     model runs in inference.  The statistics outputs are TF's: the Bessel-corrected variance,
@@ -253,9 +255,7 @@ def _training_batch_norm(ctx: LoweringContext, op: Op, x: str, perm: layout.Perm
         if _read(ctx, op, index):
             ctx.bind(op.results[index], value)
     if wanted:
-        _training_statistics(ctx, op, mean, variance, wanted)
-    if _read(ctx, op, 5):
-        raise UnsupportedOpError(op.type, op.name, "reserve_space_3 is read")
+        _training_statistics(ctx, op, mean, variance, wanted, fmt)
 
 
 def _read(ctx: LoweringContext, op: Op, index: int) -> bool:
@@ -263,24 +263,27 @@ def _read(ctx: LoweringContext, op: Op, index: int) -> bool:
     return index < len(op.results) and bool(op.results[index].uses or op.results[index] in ctx.keep)
 
 
-def _training_statistics(ctx: LoweringContext, op: Op, mean: str, variance: str, wanted: list[int]) -> None:
+def _training_statistics(ctx: LoweringContext, op: Op, mean: str, variance: str, wanted: list[int],
+                         fmt: DataFormat) -> None:
     """batch_mean and batch_variance as TF reports them in training: the variance scaled by
     n / (n - 1), then each blended as (1 - f) * moving + f * batch."""
     dims = ctx.shape(op.operands[0]).dims
-    channel = 1 if data_format(op.attr("data_format")).name.startswith("NC") else -1
-    if dims is None or any(d is None for i, d in enumerate(dims) if i != channel % len(dims)):
+    counted = None if dims is None else [d for i, d in enumerate(dims) if i != fmt.channel_axis(len(dims))]
+    if counted is None or None in counted:
         raise UnsupportedOpError(op.type, op.name, "training-mode batch statistics need a known input shape")
-    count = int(np.prod([d for i, d in enumerate(dims) if i != channel % len(dims)]))
+    count = int(np.prod(counted))
     stat_type = ctx.dtype(op.operands[1])
     bessel = ctx.scalar(count / max(count - 1, 1), stat_type, f"{op.name}/bessel")
     stats = {1: mean, 2: ctx.helper1(op, "unbiased", "Mul", [variance, bessel])}
     factor = float(op.attr("exponential_avg_factor", 1.0))
+    if factor != 1.0:
+        keep = ctx.scalar(1.0 - factor, stat_type, f"{op.name}/keep")
+        blend = ctx.scalar(factor, stat_type, f"{op.name}/factor")
     for index in wanted:
         value = stats[index]
         if factor != 1.0:
-            keep = ctx.scalar(1.0 - factor, stat_type, f"{op.name}/keep")
             moving = ctx.helper1(op, f"moving{index}", "Mul", [ctx.operand(op, index + 2), keep])
-            batch = ctx.helper1(op, f"batch{index}", "Mul", [value, ctx.scalar(factor, stat_type, f"{op.name}/factor")])
+            batch = ctx.helper1(op, f"batch{index}", "Mul", [value, blend])
             value = ctx.helper1(op, f"blended{index}", "Add", [moving, batch])
         ctx.bind(op.results[index], value)
 
@@ -290,8 +293,6 @@ def _bind_statistics(ctx: LoweringContext, op: Op) -> None:
     for index, source in ((1, 3), (2, 4), (3, 3), (4, 4)):
         if _read(ctx, op, index):
             ctx.bind(op.results[index], ctx.operand(op, source))
-    if _read(ctx, op, 5):
-        raise UnsupportedOpError(op.type, op.name, "reserve_space_3 is read")
 
 
 @lowers("BatchNormWithGlobalNormalization", layout=CHANNELS_FIRST)
