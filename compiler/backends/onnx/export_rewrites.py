@@ -3,15 +3,16 @@
 Some TF spellings exist only because of a TF limitation (a dilated conv as
 SpaceToBatchND -> conv -> BatchToSpaceND, a sign bit read through Bitcast),
 need care only in general (Erfc of any argument, where GELU's use of it does
-not), spell one ONNX operator as a dozen (LayerNormalization), spell an affine map as a chain of constant
-arithmetic (Keras' preprocessing layers), repeat one layer once per step (Keras' TimeDistributed), compute nothing (a BiasAdd of zeros) or keep
-state ONNX has no place for (a TF1 TensorArray, which is a TensorList in all but name), or leave
-to run time what the export must know (a TensorList's item rank).  Each
-rewrite here turns such a spelling into IR that lowers to fewer ONNX nodes,
-computing the same numbers.  They run only on a copy, and only when one of them matches, so
-exporting never changes the caller's graph and costs nothing when nothing
-matches.  The fused op takes the name of the op it replaces, so an output
-named after it still resolves.
+not), spell one ONNX operator as a dozen (LayerNormalization), spell an affine
+map as a chain of constant arithmetic (Keras' preprocessing layers), repeat one
+layer once per step (Keras' TimeDistributed), compute nothing (a BiasAdd of
+zeros) or keep state ONNX has no place for (a TF1 TensorArray, which is a
+TensorList in all but name), or leave to run time what the export must know (a
+TensorList's item rank).  Each rewrite here turns such a spelling into IR that
+lowers to fewer ONNX nodes, computing the same numbers.  They run only on a
+copy, and only when one of them matches, so exporting never changes the
+caller's graph and costs nothing when nothing matches.  The fused op takes the
+name of the op it replaces, so an output named after it still resolves.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection, Sequence
 
 from compiler.backends.onnx import (affine_chains, dilated_convs, functional_loops, gelu_erf, height_squeezes,
-                                   layer_norm, list_element_shapes, ragged_maps, reshaped_batch_norm, sign_bit, switch_n, tensor_arrays,
-                                   unrolled_steps, zero_bias)
+                                   layer_norm, list_element_shapes, ragged_maps, reshaped_batch_norm, sign_bit,
+                                   switch_n, tensor_arrays, unrolled_steps, zero_bias)
 from compiler.ir.graph import Graph
 
 
