@@ -36,6 +36,18 @@ def pytest_configure(config: pytest.Config) -> None:
         manager.register(pytest_plugin, "gttc")
 
 
+@pytest.fixture(autouse=True)
+def _keeps_tensorflow_control_flow_v2():
+    """Fail the test that leaves TF1 control flow switched on: the switch is process-wide, and every
+    later test that builds a tf.cond would silently get Switch/Merge instead of If, depending on the
+    random order the suite runs in (`tests.oracle.tf1_control_flow_graph` restores it)."""
+    yield
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and hasattr(tf, "compat") and not tf.compat.v1.control_flow_v2_enabled():
+        tf.compat.v1.enable_control_flow_v2()  # so only the test that leaked it fails
+        pytest.fail("this test left TF1 control flow switched on")
+
+
 @dataclass
 class Model:
     """A fixture on disk: GraphDef path, I/O names, reference feeds and TF's outputs."""

@@ -5,8 +5,9 @@ Only tests marked `tf` use this module; they call `require_tf()` (or the
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import pytest
@@ -17,6 +18,22 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 def require_tf():
     """Import TensorFlow or skip the calling test."""
     return pytest.importorskip("tensorflow")
+
+
+@contextlib.contextmanager
+def tf1_control_flow_graph(tf) -> Iterator[object]:
+    """A fresh default tf.Graph whose conds and while loops build as TF1 control flow (Switch/Merge,
+    Enter/Exit frames).  The switch is process-wide, so it is put back as found even when the build
+    raises: a test that needs TF2's If/While must not depend on the order tests run in."""
+    was_v2 = tf.compat.v1.control_flow_v2_enabled()
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        graph = tf.Graph()
+        with graph.as_default():
+            yield graph
+    finally:
+        if was_v2:
+            tf.compat.v1.enable_control_flow_v2()
 
 
 def gtt_transform(graph_bytes: bytes, inputs: Sequence[str], outputs: Sequence[str], transforms: str) -> bytes:

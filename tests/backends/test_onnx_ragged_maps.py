@@ -24,6 +24,7 @@ from compiler.passes.levels import preset_pipeline
 from compiler.rewrite.edit import add_const
 from compiler.runtime.onnx_runner import run_onnx
 from tests.backends.test_onnx_tf1_control_flow import op_types
+from tests.oracle import tf1_control_flow_graph
 
 pytestmark = pytest.mark.tf
 
@@ -157,14 +158,9 @@ def test_a_tf1_map_or_fold_over_a_batch_of_unknown_size_exports_and_matches_tf(n
     tf = pytest.importorskip("tensorflow")
     from tests.runtime.test_tensor_array_kernels import GRAPHS
 
-    tf.compat.v1.disable_control_flow_v2()
-    try:
-        graph = tf.Graph()
-        with graph.as_default():
-            x = tf.compat.v1.placeholder(tf.float32, [None, 4], name="x")
-            tf.identity(GRAPHS[name](tf, x), name="out")
-    finally:
-        tf.compat.v1.enable_control_flow_v2()
+    with tf1_control_flow_graph(tf) as graph:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 4], name="x")
+        tf.identity(GRAPHS[name](tf, x), name="out")
     data = graph.as_graph_def().SerializeToString()
 
     def want(feeds: dict) -> list[np.ndarray]:

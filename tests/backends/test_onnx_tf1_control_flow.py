@@ -21,6 +21,7 @@ from compiler.runtime.interpreter import run_graph
 from compiler.runtime.onnx_runner import run_onnx
 from tests.backends.test_onnx_export import Builder, assert_matches_tf, optimized
 from tests.conftest import load_model_fixture
+from tests.oracle import tf1_control_flow_graph
 
 MAX_REL = 1e-4
 F32 = DType.FLOAT
@@ -329,13 +330,8 @@ def export_tf1_graph(tf, build: Callable[[], object], tmp_path, inputs: list[str
                      outputs: list[str]) -> tuple[object, object, onnx.ModelProto]:
     """A graph `build` makes with TF1 control flow (Switch/Merge, Enter/Exit frames), as a file
     gttc loads and exports: (the TF graph, what `build` returned, the fully checked ONNX model)."""
-    tf.compat.v1.disable_control_flow_v2()
-    try:
-        graph = tf.Graph()
-        with graph.as_default():
-            built = build()
-    finally:
-        tf.compat.v1.enable_control_flow_v2()
+    with tf1_control_flow_graph(tf) as graph:
+        built = build()
     path = tmp_path / "tf1_graph.pb"
     path.write_bytes(graph.as_graph_def().SerializeToString())
     onnx_model = export(load_graph(path), inputs, outputs)

@@ -15,7 +15,7 @@ from compiler.backends.graphdef import emit_graphdef_bytes
 from compiler.frontends.graphdef import load_graph_bytes
 from compiler.passes import run_pipeline
 from compiler.passes.levels import preset_pipeline
-from tests.oracle import run_tf
+from tests.oracle import run_tf, tf1_control_flow_graph
 
 tf = pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.tf
@@ -27,32 +27,27 @@ BATCH_NORMS = {"FusedBatchNorm", "FusedBatchNormV3"}
 def _frozen_training_graph(training: bool) -> bytes:
     """conv -> cond(training, batch-stats BN, moving-stats BN) -> relu -> cond(training, dropout, identity)."""
     rng = np.random.RandomState(7)
-    tf.compat.v1.disable_control_flow_v2()
-    try:
-        graph = tf.Graph()
-        with graph.as_default():
-            x = tf.compat.v1.placeholder(tf.float32, [2, 6, 6, 3], name="input")
-            flag = tf.constant(training, name="training")
-            w = tf.constant(rng.normal(0, 0.5, (3, 3, 3, 4)).astype(np.float32))
-            conv = tf.nn.conv2d(x, w, [1, 1, 1, 1], "SAME")
-            scale, offset = (tf.constant(rng.uniform(0.5, 1.5, 4).astype(np.float32)) for _ in range(2))
-            mean = tf.constant(rng.normal(0, 0.3, 4).astype(np.float32))
-            var = tf.constant(rng.uniform(0.5, 2.0, 4).astype(np.float32))
+    with tf1_control_flow_graph(tf) as graph:
+        x = tf.compat.v1.placeholder(tf.float32, [2, 6, 6, 3], name="input")
+        flag = tf.constant(training, name="training")
+        w = tf.constant(rng.normal(0, 0.5, (3, 3, 3, 4)).astype(np.float32))
+        conv = tf.nn.conv2d(x, w, [1, 1, 1, 1], "SAME")
+        scale, offset = (tf.constant(rng.uniform(0.5, 1.5, 4).astype(np.float32)) for _ in range(2))
+        mean = tf.constant(rng.normal(0, 0.3, 4).astype(np.float32))
+        var = tf.constant(rng.uniform(0.5, 2.0, 4).astype(np.float32))
 
-            def batch_stats():
-                return tf.compat.v1.nn.fused_batch_norm(conv, scale, offset, is_training=True)[0]
+        def batch_stats():
+            return tf.compat.v1.nn.fused_batch_norm(conv, scale, offset, is_training=True)[0]
 
-            def moving_stats():
-                return tf.compat.v1.nn.fused_batch_norm(conv, scale, offset, mean, var, is_training=False)[0]
+        def moving_stats():
+            return tf.compat.v1.nn.fused_batch_norm(conv, scale, offset, mean, var, is_training=False)[0]
 
-            normed = tf.compat.v1.cond(flag, batch_stats, moving_stats, name="bn_cond")
-            act = tf.nn.relu(normed)
-            dropped = tf.compat.v1.cond(flag, lambda: tf.nn.dropout(act, rate=0.5, seed=1),
-                                        lambda: tf.identity(act), name="dropout_cond")
-            tf.identity(dropped, name="output")
-        return graph.as_graph_def().SerializeToString()
-    finally:
-        tf.compat.v1.enable_control_flow_v2()
+        normed = tf.compat.v1.cond(flag, batch_stats, moving_stats, name="bn_cond")
+        act = tf.nn.relu(normed)
+        dropped = tf.compat.v1.cond(flag, lambda: tf.nn.dropout(act, rate=0.5, seed=1),
+                                    lambda: tf.identity(act), name="dropout_cond")
+        tf.identity(dropped, name="output")
+    return graph.as_graph_def().SerializeToString()
 
 
 def _op_types(data: bytes) -> set[str]:

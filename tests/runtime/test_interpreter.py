@@ -12,7 +12,7 @@ from compiler.ir.parser import parse_graph
 from compiler.ir.tensor import Tensor
 from compiler.runtime import Interpreter, InterpreterError, MissingKernelError, run_graph
 from tests.conftest import build_big_fixture, load_model_fixture
-from tests.oracle import require_tf, run_tf
+from tests.oracle import require_tf, run_tf, tf1_control_flow_graph
 
 RTOL = 1e-4
 
@@ -148,9 +148,7 @@ def test_tf1_control_flow_both_branches():
 
 def _tf1_graph(build) -> bytes:
     tf = require_tf()
-    tf.compat.v1.disable_control_flow_v2()
-    graph = tf.Graph()
-    with graph.as_default():
+    with tf1_control_flow_graph(tf) as graph:
         x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
         tf.identity(build(tf, x), name="out")
     return graph.as_graph_def().SerializeToString()

@@ -16,6 +16,7 @@ from compiler.passes import run_pipeline
 from compiler.passes.levels import preset_pipeline
 from compiler.runtime.interpreter import run_graph
 from compiler.runtime.op_eval import InterpreterError
+from tests.oracle import tf1_control_flow_graph
 
 pytestmark = pytest.mark.tf
 
@@ -64,14 +65,9 @@ GRAPHS = {"map_fn": _map_fn, "scan": _scan, "foldl": _foldl, "while_loop": _writ
 
 def _tf1_built(tf, build: Callable):
     """The TF graph `out = build(tf, x)`, x: float32[3, 4], with control flow v1."""
-    tf.compat.v1.disable_control_flow_v2()
-    try:
-        graph = tf.Graph()
-        with graph.as_default():
-            x = tf.compat.v1.placeholder(tf.float32, [3, 4], name="x")
-            tf.identity(build(tf, x), name="out")
-    finally:
-        tf.compat.v1.enable_control_flow_v2()
+    with tf1_control_flow_graph(tf) as graph:
+        x = tf.compat.v1.placeholder(tf.float32, [3, 4], name="x")
+        tf.identity(build(tf, x), name="out")
     return graph
 
 
