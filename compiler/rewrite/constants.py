@@ -48,6 +48,17 @@ def const_array(value: Value) -> Optional[np.ndarray]:
     return tensor.numpy()
 
 
+def same_constant(x: Value, y: Value) -> bool:
+    """Both are decodable constants of one type, shape and bit pattern (a -0.0 weight is not a 0.0
+    one: a rewrite that treats them as one could flip an infinity's sign)."""
+    left, right = const_op(x), const_op(y)
+    if left is None or right is None:
+        return False
+    a, b = left.attrs.get("value"), right.attrs.get("value")
+    return (getattr(a, "is_decodable", False) and getattr(b, "is_decodable", False)
+            and a.same_value(b))
+
+
 def ordered_const_array(value: Value) -> Optional[np.ndarray]:
     """A decodable Const's elements, also when it waits on control inputs: in a loop body every
     constant waits on the frame's pivot, which orders it but leaves its value the same."""

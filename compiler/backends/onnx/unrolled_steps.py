@@ -28,7 +28,7 @@ from compiler.backends.onnx.tf1_frames import frame_shapes
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Graph, Op, Value
 from compiler.ir.shapes import Shape
-from compiler.rewrite.constants import const_array, picks_element
+from compiler.rewrite.constants import const_array, picks_element, same_constant
 from compiler.rewrite.edit import add_const, erase_dead, take_over
 
 # Ops that compute each row of their first (or only non-constant) operand from that row alone.
@@ -167,14 +167,9 @@ def _same_chain(first: Sequence[Op], other: Sequence[Op]) -> bool:
         if set(a.attrs) != set(b.attrs) or any(a.attr(k) != b.attr(k) for k in a.attrs):
             return False
         for i, (x, y) in enumerate(zip(a.operands, b.operands)):
-            if i != flowing and x is not y and not _equal_constants(x, y):
+            if i != flowing and x is not y and not same_constant(x, y):
                 return False
     return True
-
-
-def _equal_constants(x: Value, y: Value) -> bool:
-    left, right = const_array(x), const_array(y)
-    return x.dtype == y.dtype and left.shape == right.shape and bool(np.array_equal(left, right))
 
 
 def fold_found(graph: Graph, found: list[UnrolledSteps], named: Collection[str] = ()) -> None:
