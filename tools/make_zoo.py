@@ -227,6 +227,22 @@ def _audio(x):
     return layers.Dense(5)(layers.Concatenate()(pooled))
 
 
+def _detection_head(x):
+    import tensorflow as tf
+    from keras import layers
+
+    features = layers.Conv2D(8, 3, strides=2, padding="same", activation="relu")(x)
+    boxes = layers.Reshape((64, 4))(layers.Conv2D(4, 1)(features))
+    scores = layers.Reshape((64,))(layers.Conv2D(1, 1, activation="sigmoid")(features))
+
+    def kept_scores(pair):  # batch 1: the scores NMS keeps, padded to 5 with a run-time count
+        b, s = pair
+        kept = tf.image.non_max_suppression(b[0], s[0], 5, iou_threshold=0.5, score_threshold=0.0)
+        return tf.pad(tf.gather(s[0], kept), [[0, 5 - tf.shape(kept)[0]]])[None]
+
+    return layers.Lambda(kept_scores)([boxes, scores])
+
+
 def _layer_models() -> list[ZooModel]:
     return [
         _layer_model("layers_conv1d", (16, 4), 6001, _convs_1d, "Conv1D, causal dilated Conv1D, SeparableConv1D."),
@@ -249,6 +265,8 @@ def _layer_models() -> list[ZooModel]:
         _layer_model("layers_dropout_bn", (10,), 6011, _dropout_bn, "Dense, BatchNormalization, Dropout (inference)."),
         _layer_model("layers_audio", (1024,), 6012, _audio,
                      "MelSpectrogram (RFFT) -> Conv1D, STFTSpectrogram (log), Dense."),
+        _layer_model("layers_detection_head", (16, 16, 3), 6013, _detection_head,
+                     "Conv2D box and score heads, NonMaxSuppressionV3, Pad by a run-time count."),
     ]
 
 

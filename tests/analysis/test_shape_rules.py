@@ -114,3 +114,10 @@ def test_rule_agrees_with_the_kernel(name, build, feeds) -> None:
         assert len(dims) == got[value.name].ndim, value.name
         assert all(d is None or d == n for d, n in zip(dims, got[value.name].shape)), (value.name, dims)
         assert None not in dims, (value.name, dims)  # every case here has static sizes
+
+
+def test_paddings_known_only_at_run_time_keep_the_rank() -> None:
+    """A detection head's `pad(kept, [[0, k - size]])[None]`: the slice after the pad needs its rank."""
+    b = Builder()
+    padded = b("Pad", b.input("x", [3, 4]), b.input("p", [2, 2], DType.INT32), Tpaddings=DType.INT32)
+    assert analyze(list(b.graph), {}).shape(padded).dims == (None, None)

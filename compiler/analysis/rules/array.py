@@ -115,9 +115,12 @@ def _transpose(facts: OpFacts) -> Optional[list[Shape]]:
 
 @shape_rule("Pad", "PadV2", "MirrorPad")
 def _pad(facts: OpFacts) -> Optional[list[Shape]]:
+    """Paddings known only at run time still keep the rank."""
     dims, pads = facts.dims(0), facts.ints(1)
-    if dims is None or pads is None:
+    if dims is None:
         return None
+    if pads is None:
+        return [Shape((None,) * len(dims))]
     return [Shape(tuple(None if d is None else d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(dims)))]
 
 

@@ -327,18 +327,35 @@ def stored_pairs(paddings: np.ndarray, perm: Perm) -> list[tuple[int, int]]:
 
 @lowers("Pad", "PadV2", "MirrorPad", layout=AGNOSTIC)
 def _pad(ctx: LoweringContext, op: Op) -> None:
-    paddings = ctx.const_operand(op, 1, "the paddings")
+    mode = str(op.attr("mode")).lower() if op.type == "MirrorPad" else "constant"
+    paddings = ctx.constant(op.operands[1])
+    if paddings is None:
+        _pad_by_tensor(ctx, op, mode)
+        return
     found = ctx.agnostic_operand(op)
     fill = None
-    mode = "constant"
     if op.type == "PadV2":
         fill = ctx.initializer(ctx.const_operand(op, 2, "the pad value").reshape(()), f"{op.name}/value")
-    elif op.type == "MirrorPad":
-        mode = str(op.attr("mode")).lower()
     dims = ctx.shape(op.operands[0]).dims
     stored = None if dims is None else layout.physical_dims(dims, found.perm)
     out = emit_pad(ctx, op, found.tensor, stored_pairs(paddings, found.perm), mode, fill, dims=stored)
     ctx.bind(op.results[0], out, found.perm)
+
+
+def _pad_by_tensor(ctx: LoweringContext, op: Op, mode: str) -> None:
+    """Paddings the graph computes (a detection head padding its kept boxes to a fixed count): ONNX
+    Pad reads them as a tensor, TF's [rank, 2] rows of (before, after) transposed and flattened to
+    all befores then all afters.  In TF order, since the rows cannot be permuted at export time."""
+    if mode == "symmetric":
+        raise UnsupportedOpError(op.type, op.name, "SYMMETRIC mirror padding needs constant paddings "
+                                                   "(REFLECT or a constant Pad take them at run time)")
+    pairs = cast_to(ctx, op, ctx.operand(op, 1), DType.INT64, "paddings_int64")
+    rows = ctx.helper1(op, "paddings_by_side", "Transpose", [pairs], perm=[1, 0])
+    pads = ctx.helper1(op, "pads", "Reshape", [rows, ctx.ints([-1], "flat")])
+    fill = [ctx.operand(op, 2)] if op.type == "PadV2" else []
+    out = emit_typed(ctx, op, "Pad", [ctx.operand(op, 0), pads] + fill, ctx.dtype(op.operands[0]), typed=(0, 2),
+                     back=True, mode=mode)
+    ctx.bind(op.results[0], out)
 
 
 # -- slicing and gathering ------------------------------------------------------------
