@@ -159,6 +159,14 @@ def _lstm(x):
     return layers.Dense(3)(layers.LSTM(8)(x))
 
 
+def _relu_lstm_stack(x):
+    """The time-series forecaster many tutorials teach: stacked LSTM(50, activation="relu")."""
+    from keras import layers
+
+    h = layers.LSTM(50, activation="relu", return_sequences=True)(x)
+    return layers.Dense(1)(layers.LSTM(50, activation="relu")(h))
+
+
 def _gru_stack(x):
     from keras import layers
 
@@ -265,6 +273,8 @@ def _layer_models() -> list[ZooModel]:
         _layer_model("layers_dropout_bn", (10,), 6011, _dropout_bn, "Dense, BatchNormalization, Dropout (inference)."),
         _layer_model("layers_audio", (1024,), 6012, _audio,
                      "MelSpectrogram (RFFT) -> Conv1D, STFTSpectrogram (log), Dense."),
+        _layer_model("layers_relu_lstm", (20, 1), 6014, _relu_lstm_stack,
+                     "LSTM(50, relu, return_sequences) -> LSTM(50, relu) -> Dense(1)."),
         _layer_model("layers_detection_head", (16, 16, 3), 6013, _detection_head,
                      "Conv2D box and score heads, NonMaxSuppressionV3, Pad by a run-time count."),
     ]

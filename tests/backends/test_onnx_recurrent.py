@@ -75,8 +75,13 @@ CASES = {
         x, initial_state=[L.Dense(3)(L.Flatten()(x)), L.Dense(3)(L.Flatten()(x))]), {"GRU": 1}),
     "stacked_dynamic_batch": Case(4, 3, lambda x: L.GRU(3)(L.LSTM(8, return_sequences=True)(x)),
                                   {"LSTM": 1, "GRU": 1}, dynamic=True),
+    # another `activation` than tanh: named in the node's `activations`
+    "lstm_relu": Case(4, 3, lambda x: L.LSTM(4, activation="relu")(x), {"LSTM": 1}),
+    "gru_relu": Case(4, 3, lambda x: L.GRU(4, activation="relu", return_sequences=True)(x), {"GRU": 1}),
+    "bidirectional_gru_sigmoid": Case(4, 3, lambda x: L.Bidirectional(L.GRU(3, activation="sigmoid"))(x),
+                                      {"GRU": 1}),
     # cells that are not ONNX's: they stay Loops
-    "lstm_relu": Case(4, 3, lambda x: L.LSTM(4, activation="relu")(x), {"Loop": 1}),
+    "lstm_elu": Case(4, 3, lambda x: L.LSTM(4, activation="elu")(x), {"Loop": 1}),
     "gru_hard_sigmoid": Case(4, 3, lambda x: L.GRU(4, recurrent_activation="hard_sigmoid")(x), {"Loop": 1}),
     "lstm_masking": Case(4, 3, lambda x: L.LSTM(4)(L.Masking()(x)), {"Loop": 1}),
     "simple_rnn": Case(4, 3, lambda x: L.SimpleRNN(3, return_sequences=True)(x), {"RNN": 1}),
@@ -165,6 +170,18 @@ def test_gru_reset_spellings_set_linear_before_reset(frozen: dict[str, Frozen]):
         node = next(n for n in _exported(frozen[name]).graph.node if n.op_type == "GRU")
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         assert attrs.get("linear_before_reset", 0) == flag, name
+
+
+def test_layer_activation_is_named_only_when_not_tanh(frozen: dict[str, Frozen]):
+    """Keras' `activation` is ONNX's g (and an LSTM's h); the gates stay Sigmoid, and a
+    bidirectional node lists both directions."""
+    wanted = {"lstm_relu": [b"Sigmoid", b"Relu", b"Relu"], "gru_relu": [b"Sigmoid", b"Relu"],
+              "bidirectional_gru_sigmoid": [b"Sigmoid", b"Sigmoid"] * 2, "lstm_sequences": None,
+              "gru_reset_after": None}
+    for name, activations in wanted.items():
+        node = next(n for n in _exported(frozen[name]).graph.node if n.op_type in ("LSTM", "GRU"))
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        assert attrs.get("activations") == activations, name
 
 
 @pytest.mark.parametrize("at_o2", [False, True])

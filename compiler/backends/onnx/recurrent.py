@@ -4,10 +4,10 @@ Keras 3 frozen with lowered control flow writes each recurrent layer as a
 TF1 while frame (see `tf1_frames`): the input sequence unstacked into a
 TensorList read one step per iteration, the cell's MatMuls and gates, the
 step's output written into a second list, and two counters.  When the frame
-is exactly that -- every body op explained, weights constant, default
-activations (any of ONNX RNN's for a SimpleRNN), the loop running once per
-timestep -- the whole frame is one ONNX LSTM, GRU or RNN node, which runtimes
-execute far faster than a Loop.
+is exactly that -- every body op explained, weights constant, sigmoid gates
+and tanh, relu or sigmoid as the layer's activation, the loop running once
+per timestep -- the whole frame is one ONNX LSTM, GRU or RNN node, which
+runtimes execute far faster than a Loop.
 Anything else (another activation, masking, a custom cell) is not matched,
 and `ops_tf1_control` lowers the frame as a Loop.
 
@@ -42,7 +42,7 @@ _BATCH_STAND_IN = 2
 _LARGEST_PROBE = 1 << 24
 Weights = tuple[np.ndarray, np.ndarray, np.ndarray]   # W, R, B
 # A matched cell: op type, weights, its states (ONNX output order), gate pre-activations, attributes.
-Cell = tuple[str, Weights, list[LoopVariable], list[Value], dict[str, int]]
+Cell = tuple[str, Weights, list[LoopVariable], list[Value], dict[str, object]]
 # GRU's candidate gate: the reset gate's pre-activation, (W_h, R_h, Wb_h, Rb_h), linear_before_reset.
 Candidate = tuple[Value, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], int]
 # How deep `_fold` looks for a constant the export's analysis left unknown.
@@ -100,7 +100,7 @@ class RecurrentCell:
     states: list[LoopVariable]        # h (and c for an LSTM), in ONNX's output order
     outputs: LoopVariable             # the list the steps write into
     every_step: bool                  # the list holds every step (else only the last, at index 0)
-    attrs: dict[str, int] = field(default_factory=dict)
+    attrs: dict[str, object] = field(default_factory=dict)
 
 
 class _Matcher:
@@ -392,44 +392,69 @@ def _all_explained(matcher: _Matcher, frame: WhileFrame, gates: list[Value]) -> 
 
 # -- the cells --------------------------------------------------------------------------
 def _lstm(m: _Matcher, x: Value, states: list[LoopVariable], written: Value) -> Optional[Cell]:
-    """h = o * tanh(c), c = f * c_prev + i * tanh(g): ONNX LSTM with gates in i, o, f, c order."""
+    """h = o * act(c), c = f * c_prev + i * act(g): ONNX LSTM with gates in i, o, f, c order.
+    act is Keras' `activation` (tanh by default, relu in many time-series models)."""
     by_output = {m.src(v.body_output): v for v in states}
     h_var = by_output.get(m.src(written))
     if h_var is None:
         return None
     c_var = next(v for v in states if v is not h_var)
     c_new = m.src(c_var.body_output)
-    o_tanh = m.pair(written, frozenset({"Mul"}), lambda v: m.unary(v, "Sigmoid"),
-                    lambda v: _is(m, m.unary(v, "Tanh"), c_new))
-    if o_tanh is None:
+    chosen = _Activations()
+    o_act = m.pair(written, frozenset({"Mul"}), lambda v: m.unary(v, "Sigmoid"),
+                   lambda v: _is(m, chosen.match(m, v, "h"), c_new))
+    if o_act is None:
         return None
     c_prev = c_var.body_input
     forget = lambda v: m.pair(v, frozenset({"Mul"}), lambda a: m.unary(a, "Sigmoid"),  # noqa: E731
                               lambda b: _is(m, b, c_prev))
     update = lambda v: m.pair(v, frozenset({"Mul"}), lambda a: m.unary(a, "Sigmoid"),  # noqa: E731
-                              lambda b: m.unary(b, "Tanh"))
+                              lambda b: chosen.match(m, b, "g"))
     terms = m.pair(c_new, frozenset({"Add", "AddV2"}), forget, update)
     if terms is None:
         return None
     (f_pre, _), (i_pre, g_pre) = terms
-    pre = [i_pre, o_tanh[0], f_pre, g_pre]
+    pre = [i_pre, o_act[0], f_pre, g_pre]
     found = _gates(m, pre, (x, h_var.body_input), _width(m, h_var, f_pre))
     if found is None:
         return None
     w, r, b = found
-    return "LSTM", (w, r, np.concatenate([b, np.zeros_like(b)])), [h_var, c_var], pre, {}
+    return "LSTM", (w, r, np.concatenate([b, np.zeros_like(b)])), [h_var, c_var], pre, chosen.attrs("g", "h")
+
+
+class _Activations:
+    """Which of ONNX's activations a cell applies where Keras applies its `activation`: ONNX
+    LSTM/GRU default to Tanh there, and name any other in `activations` after the gates' Sigmoid."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, str] = {}
+
+    def match(self, m: _Matcher, value: Value, role: str) -> Optional[Value]:
+        """The operand of `value` when it is one of the activations (recorded for `role`)."""
+        for activation in _RNN_ACTIVATIONS:
+            pre = m.unary(value, activation)
+            if pre is not None:
+                self.found[role] = activation
+                return pre
+        return None
+
+    def attrs(self, *roles: str) -> dict[str, object]:
+        chosen = [self.found[role] for role in roles]
+        return {} if all(a == "Tanh" for a in chosen) else {"activations": ["Sigmoid", *chosen]}
 
 
 def _gru(m: _Matcher, x: Value, h_var: LoopVariable, written: Value) -> Optional[Cell]:
-    """h = z * h_prev + (1 - z) * tanh(x W_h + r * (h R_h + Rb_h))  (Keras reset_after: ONNX
-    linear_before_reset=1), or tanh(x W_h + (r * h_prev) R_h + b) (linear_before_reset=0)."""
+    """h = z * h_prev + (1 - z) * act(x W_h + r * (h R_h + Rb_h))  (Keras reset_after: ONNX
+    linear_before_reset=1), or act(x W_h + (r * h_prev) R_h + b) (linear_before_reset=0); act as
+    for an LSTM."""
     h_prev, h_new = h_var.body_input, m.src(h_var.body_output)
     if m.src(written) is not h_new:
         return None
     keep = lambda v: m.pair(v, frozenset({"Mul"}), lambda a: a if m.op(a, "Sigmoid") else None,  # noqa: E731
                             lambda b: _is(m, b, h_prev))
+    chosen = _Activations()
     blend = lambda v: m.pair(v, frozenset({"Mul"}), lambda a: _one_minus(m, a),  # noqa: E731
-                             lambda b: m.unary(b, "Tanh"))
+                             lambda b: chosen.match(m, b, "g"))
     terms = m.pair(h_new, frozenset({"Add", "AddV2"}), keep, blend)
     if terms is None or m.src(terms[0][0]) is not m.src(terms[1][0]):
         return None
@@ -451,7 +476,8 @@ def _gru(m: _Matcher, x: Value, h_var: LoopVariable, written: Value) -> Optional
     w = np.concatenate([w_zr, w_h])
     r = np.concatenate([r_zr, r_h])
     b = np.concatenate([b_zr, wb_h, np.zeros(2 * width), rb_h])
-    return "GRU", (w, r, b), [h_var], [z_pre, r_pre, candidate], {"linear_before_reset": linear_before_reset}
+    attrs = {"linear_before_reset": linear_before_reset, **chosen.attrs("g")}
+    return "GRU", (w, r, b), [h_var], [z_pre, r_pre, candidate], attrs
 
 
 def _stackable(pairs: list[tuple[np.ndarray, np.ndarray]], width: int) -> bool:
