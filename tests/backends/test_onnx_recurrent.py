@@ -80,9 +80,14 @@ CASES = {
     "gru_relu": Case(4, 3, lambda x: L.GRU(4, activation="relu", return_sequences=True)(x), {"GRU": 1}),
     "bidirectional_gru_sigmoid": Case(4, 3, lambda x: L.Bidirectional(L.GRU(3, activation="sigmoid"))(x),
                                       {"GRU": 1}),
+    # Keras 2's default gates (old models keep them): HardSigmoid with alpha 1/6, beta 1/2
+    "gru_hard_sigmoid": Case(4, 3, lambda x: L.GRU(4, recurrent_activation="hard_sigmoid")(x), {"GRU": 1}),
+    "gru_hard_sigmoid_reset_before": Case(4, 3, lambda x: L.GRU(4, recurrent_activation="hard_sigmoid",
+                                                                  reset_after=False)(x), {"GRU": 1}),
+    "bidirectional_lstm_hard_sigmoid": Case(5, 3, lambda x: L.Bidirectional(L.LSTM(
+        4, recurrent_activation="hard_sigmoid", activation="relu", return_sequences=True))(x), {"LSTM": 1}),
     # cells that are not ONNX's: they stay Loops
     "lstm_elu": Case(4, 3, lambda x: L.LSTM(4, activation="elu")(x), {"Loop": 1}),
-    "gru_hard_sigmoid": Case(4, 3, lambda x: L.GRU(4, recurrent_activation="hard_sigmoid")(x), {"Loop": 1}),
     "lstm_masking": Case(4, 3, lambda x: L.LSTM(4)(L.Masking()(x)), {"Loop": 1}),
     "simple_rnn": Case(4, 3, lambda x: L.SimpleRNN(3, return_sequences=True)(x), {"RNN": 1}),
     "simple_rnn_relu_dynamic": Case(5, 2, lambda x: L.SimpleRNN(4, activation="relu")(x), {"RNN": 1}, dynamic=True),
@@ -173,15 +178,19 @@ def test_gru_reset_spellings_set_linear_before_reset(frozen: dict[str, Frozen]):
 
 
 def test_layer_activation_is_named_only_when_not_tanh(frozen: dict[str, Frozen]):
-    """Keras' `activation` is ONNX's g (and an LSTM's h); the gates stay Sigmoid, and a
-    bidirectional node lists both directions."""
+    """Keras' `activation` is ONNX's g (and an LSTM's h), its `recurrent_activation` the gates' f
+    (hard sigmoid with its parameters); a bidirectional node lists both directions."""
     wanted = {"lstm_relu": [b"Sigmoid", b"Relu", b"Relu"], "gru_relu": [b"Sigmoid", b"Relu"],
               "bidirectional_gru_sigmoid": [b"Sigmoid", b"Sigmoid"] * 2, "lstm_sequences": None,
-              "gru_reset_after": None}
+              "gru_reset_after": None, "gru_hard_sigmoid": [b"HardSigmoid", b"Tanh"],
+              "bidirectional_lstm_hard_sigmoid": [b"HardSigmoid", b"Relu", b"Relu"] * 2}
     for name, activations in wanted.items():
         node = next(n for n in _exported(frozen[name]).graph.node if n.op_type in ("LSTM", "GRU"))
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         assert attrs.get("activations") == activations, name
+        hard = (activations or []).count(b"HardSigmoid")
+        assert np.allclose(attrs.get("activation_alpha", []), [1 / 6] * hard), name   # one per HardSigmoid
+        assert np.allclose(attrs.get("activation_beta", []), [0.5] * hard), name
 
 
 @pytest.mark.parametrize("at_o2", [False, True])

@@ -39,6 +39,8 @@ from compiler.backends.onnx.builder import GraphBuilder, Node
 from compiler.backends.onnx.ops_array import INT64_MIN
 
 _DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
+# Attributes each direction states for itself; the merged node lists the forward's, then the backward's.
+_PER_DIRECTION = frozenset({"activations", "activation_alpha", "activation_beta"})
 _LARGE = 1 << 62          # a Slice bound at least this far out runs to the end of its axis
 _SEQUENCE, _FINAL = "sequence", "final"   # every step's output [T, batch, H], the final state [batch, H]
 
@@ -214,14 +216,12 @@ def _reversed_axes(builder: GraphBuilder, node: Node) -> Optional[set[int]]:
 
 
 def _same_cell(forward: Node, backward: Node) -> bool:
-    """One op type and attributes (activations aside), both one-way, no sequence lengths or
-    peepholes, constant weights, and initial states for both or neither."""
+    """One op type and attributes (activations and their parameters aside), both one-way, no
+    sequence lengths or peepholes, constant weights, and initial states for both or neither."""
     if forward.op_type != backward.op_type or forward.domain or backward.domain:
         return False
-    plain = [{k: v for k, v in n.attrs.items() if k != "activations"} for n in (forward, backward)]
+    plain = [{k: v for k, v in n.attrs.items() if k not in _PER_DIRECTION} for n in (forward, backward)]
     if plain[0] != plain[1] or plain[0].get("direction", "forward") != "forward":
-        return False
-    if any(k.startswith("activation_") for k in plain[0]):
         return False
     ins = [n.inputs + [""] * (8 - len(n.inputs)) for n in (forward, backward)]
     if any(i[4] or i[7] for i in ins):   # sequence_lens, P
@@ -294,6 +294,9 @@ def _merged_node(builder: GraphBuilder, fwd: Node, bwd: Node, base: str) -> Node
     if "activations" in fwd.attrs or "activations" in bwd.attrs:
         default = _DEFAULT_ACTIVATIONS[fwd.op_type]
         attrs["activations"] = [*fwd.attrs.get("activations", default), *bwd.attrs.get("activations", default)]
+    for key in ("activation_alpha", "activation_beta"):  # consumed in order by the activations that take one
+        if key in fwd.attrs or key in bwd.attrs:
+            attrs[key] = [*fwd.attrs.get(key, []), *bwd.attrs.get(key, [])]
     names = ("Y", "Y_h", "Y_c") if fwd.op_type == "LSTM" else ("Y", "Y_h")
     outputs = [scope.tensors.fresh(f"{base}/{name}") for name in names]
     for node in (fwd, bwd):

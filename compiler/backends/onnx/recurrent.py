@@ -4,10 +4,10 @@ Keras 3 frozen with lowered control flow writes each recurrent layer as a
 TF1 while frame (see `tf1_frames`): the input sequence unstacked into a
 TensorList read one step per iteration, the cell's MatMuls and gates, the
 step's output written into a second list, and two counters.  When the frame
-is exactly that -- every body op explained, weights constant, sigmoid gates
-and tanh, relu or sigmoid as the layer's activation, the loop running once
-per timestep -- the whole frame is one ONNX LSTM, GRU or RNN node, which
-runtimes execute far faster than a Loop.
+is exactly that -- every body op explained, weights constant, sigmoid or
+hard-sigmoid gates and tanh, relu or sigmoid as the layer's activation, the
+loop running once per timestep -- the whole frame is one ONNX LSTM, GRU or
+RNN node, which runtimes execute far faster than a Loop.
 Anything else (another activation, masking, a custom cell) is not matched,
 and `ops_tf1_control` lowers the frame as a Loop.
 
@@ -106,9 +106,39 @@ class RecurrentCell:
 class _Matcher:
     """Structural matching over one frame's body, with its facts (shapes and folded constants)."""
 
-    def __init__(self, ctx: LoweringContext, info: StaticInfo) -> None:
+    def __init__(self, ctx: LoweringContext, info: StaticInfo, hard_gates: bool = False) -> None:
         self.ctx, self.info = ctx, info
         self.used: set[Op] = set()
+        self.hard_gates = hard_gates  # Keras' recurrent_activation="hard_sigmoid"
+
+    def gate(self, value: Value) -> Optional[Value]:
+        """The pre-activation of a gate: Sigmoid, or with hard gates Keras 3's hard sigmoid,
+        relu6(z + 3) / 6 (ONNX HardSigmoid, alpha 1/6, beta 1/2)."""
+        if not self.hard_gates:
+            return self.unary(value, "Sigmoid")
+        scaled = self.op(value, "RealDiv", "Div", "Mul")
+        if scaled is None or len(scaled.operands) != 2:
+            return None
+        clipped, by = scaled.operands
+        if scaled.type == "Mul" and self._is_scalar(clipped):
+            clipped, by = by, clipped
+        if not self._is_scalar(by, 6.0 if scaled.type != "Mul" else 1 / 6):
+            return None
+        shift = self.op(clipped, "Relu6")
+        shift = None if shift is None else self.op(shift.operands[0], "Add", "AddV2")
+        if shift is None or len(shift.operands) != 2:
+            return None
+        for z, three in (shift.operands, shift.operands[::-1]):
+            if self._is_scalar(three, 3.0):
+                return z
+        return None
+
+    def _is_scalar(self, value: Value, number: Optional[float] = None) -> bool:
+        """A one-element float constant (equal to `number` in float32, when given)."""
+        found = self.constant(value)
+        if found is None or np.size(found) != 1:
+            return False
+        return number is None or np.float32(np.asarray(found).reshape(())) == np.float32(number)
 
     def dims(self, value: Value) -> Optional[tuple]:
         """Shapes as the enclosing export refined them (through lists), else as found locally."""
@@ -226,7 +256,7 @@ def match_recurrent(ctx: LoweringContext, frame: WhileFrame) -> Optional[Recurre
     roles = _roles(ctx, frame)
     if roles is None:
         return None
-    matcher = _Matcher(ctx, _facts(ctx, frame))
+    matcher = _Matcher(ctx, _facts(ctx, frame), hard_gates=any(op.type == "Relu6" for op in frame.body_ops))
     found = _frame_shape(ctx, matcher, frame, roles)
     if found is None:
         return None
@@ -401,15 +431,12 @@ def _lstm(m: _Matcher, x: Value, states: list[LoopVariable], written: Value) -> 
     c_var = next(v for v in states if v is not h_var)
     c_new = m.src(c_var.body_output)
     chosen = _Activations()
-    o_act = m.pair(written, frozenset({"Mul"}), lambda v: m.unary(v, "Sigmoid"),
-                   lambda v: _is(m, chosen.match(m, v, "h"), c_new))
+    o_act = m.pair(written, frozenset({"Mul"}), m.gate, lambda v: _is(m, chosen.match(m, v, "h"), c_new))
     if o_act is None:
         return None
     c_prev = c_var.body_input
-    forget = lambda v: m.pair(v, frozenset({"Mul"}), lambda a: m.unary(a, "Sigmoid"),  # noqa: E731
-                              lambda b: _is(m, b, c_prev))
-    update = lambda v: m.pair(v, frozenset({"Mul"}), lambda a: m.unary(a, "Sigmoid"),  # noqa: E731
-                              lambda b: chosen.match(m, b, "g"))
+    forget = lambda v: m.pair(v, frozenset({"Mul"}), m.gate, lambda b: _is(m, b, c_prev))  # noqa: E731
+    update = lambda v: m.pair(v, frozenset({"Mul"}), m.gate, lambda b: chosen.match(m, b, "g"))  # noqa: E731
     terms = m.pair(c_new, frozenset({"Add", "AddV2"}), forget, update)
     if terms is None:
         return None
@@ -419,12 +446,13 @@ def _lstm(m: _Matcher, x: Value, states: list[LoopVariable], written: Value) -> 
     if found is None:
         return None
     w, r, b = found
-    return "LSTM", (w, r, np.concatenate([b, np.zeros_like(b)])), [h_var, c_var], pre, chosen.attrs("g", "h")
+    return "LSTM", (w, r, np.concatenate([b, np.zeros_like(b)])), [h_var, c_var], pre, chosen.attrs(m, "g", "h")
 
 
 class _Activations:
     """Which of ONNX's activations a cell applies where Keras applies its `activation`: ONNX
-    LSTM/GRU default to Tanh there, and name any other in `activations` after the gates' Sigmoid."""
+    LSTM/GRU default to Tanh there, and name any other in `activations` after the gates' (Sigmoid,
+    or HardSigmoid with its alpha and beta)."""
 
     def __init__(self) -> None:
         self.found: dict[str, str] = {}
@@ -438,9 +466,11 @@ class _Activations:
                 return pre
         return None
 
-    def attrs(self, *roles: str) -> dict[str, object]:
+    def attrs(self, m: _Matcher, *roles: str) -> dict[str, object]:
         chosen = [self.found[role] for role in roles]
-        return {} if all(a == "Tanh" for a in chosen) else {"activations": ["Sigmoid", *chosen]}
+        if not m.hard_gates:
+            return {} if all(a == "Tanh" for a in chosen) else {"activations": ["Sigmoid", *chosen]}
+        return {"activations": ["HardSigmoid", *chosen], "activation_alpha": [1 / 6], "activation_beta": [0.5]}
 
 
 def _gru(m: _Matcher, x: Value, h_var: LoopVariable, written: Value) -> Optional[Cell]:
@@ -450,7 +480,7 @@ def _gru(m: _Matcher, x: Value, h_var: LoopVariable, written: Value) -> Optional
     h_prev, h_new = h_var.body_input, m.src(h_var.body_output)
     if m.src(written) is not h_new:
         return None
-    keep = lambda v: m.pair(v, frozenset({"Mul"}), lambda a: a if m.op(a, "Sigmoid") else None,  # noqa: E731
+    keep = lambda v: m.pair(v, frozenset({"Mul"}), lambda a: a if m.gate(a) is not None else None,  # noqa: E731
                             lambda b: _is(m, b, h_prev))
     chosen = _Activations()
     blend = lambda v: m.pair(v, frozenset({"Mul"}), lambda a: _one_minus(m, a),  # noqa: E731
@@ -458,7 +488,7 @@ def _gru(m: _Matcher, x: Value, h_var: LoopVariable, written: Value) -> Optional
     terms = m.pair(h_new, frozenset({"Add", "AddV2"}), keep, blend)
     if terms is None or m.src(terms[0][0]) is not m.src(terms[1][0]):
         return None
-    z_pre, candidate = m.unary(terms[0][0], "Sigmoid"), terms[1][1]
+    z_pre, candidate = m.gate(terms[0][0]), terms[1][1]
     width = _width(m, h_var, z_pre)
     if width is None:
         return None
@@ -476,7 +506,7 @@ def _gru(m: _Matcher, x: Value, h_var: LoopVariable, written: Value) -> Optional
     w = np.concatenate([w_zr, w_h])
     r = np.concatenate([r_zr, r_h])
     b = np.concatenate([b_zr, wb_h, np.zeros(2 * width), rb_h])
-    attrs = {"linear_before_reset": linear_before_reset, **chosen.attrs("g")}
+    attrs = {"linear_before_reset": linear_before_reset, **chosen.attrs(m, "g")}
     return "GRU", (w, r, b), [h_var], [z_pre, r_pre, candidate], attrs
 
 
@@ -531,8 +561,7 @@ def _one_minus(m: _Matcher, value: Value) -> Optional[Value]:
 
 def _reset_after(m: _Matcher, candidate: Value, x: Value, h_prev: Value, width: int) -> Optional[Candidate]:
     """x W_h + Wb_h + r * (h R_h + Rb_h)."""
-    reset = lambda v: m.pair(v, frozenset({"Mul"}), lambda a: m.unary(a, "Sigmoid"),  # noqa: E731
-                             lambda b: m.linear(b))
+    reset = lambda v: m.pair(v, frozenset({"Mul"}), m.gate, lambda b: m.linear(b))  # noqa: E731
     found = m.pair(candidate, _ADDS, lambda a: m.linear(a), reset)
     if found is None:
         return None
@@ -551,8 +580,7 @@ def _reset_before(m: _Matcher, candidate: Value, x: Value, h_prev: Value, width:
     others = [s for s in form.weights if s is not x]
     if len(others) != 1:
         return None
-    gated = m.pair(others[0], frozenset({"Mul"}), lambda a: m.unary(a, "Sigmoid"),
-                   lambda b: _is(m, b, h_prev))
+    gated = m.pair(others[0], frozenset({"Mul"}), m.gate, lambda b: _is(m, b, h_prev))
     found = None if gated is None else form.gate((x, others[0]), width)
     if found is None:
         return None
