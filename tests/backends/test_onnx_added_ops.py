@@ -211,25 +211,27 @@ def test_symmetric_mirror_pad_of_a_huge_axis_slices_instead_of_listing_positions
     assert counts == {"Slice": 2, "Concat": 1}
 
 
-@pytest.mark.parametrize("pad", ["Pad", "PadV2", "MirrorPad"])
-def test_paddings_computed_at_run_time(pad: str):
+@pytest.mark.parametrize("pad, index_type", [("Pad", DType.INT32), ("PadV2", DType.INT32), ("MirrorPad", DType.INT32),
+                                              ("Pad", DType.INT64)])
+def test_paddings_computed_at_run_time(pad: str, index_type: DType):
     """Paddings read from the graph (a detection head pads its kept boxes to a fixed count with
     `k - size`): ONNX Pad takes them as a tensor, also when the padded value comes out of an NCHW
-    conv; a PadV2 fill computed at run time is a tensor too."""
+    conv; a PadV2 fill computed at run time is a tensor too.  int64 paddings need no Cast."""
     rng = np.random.default_rng(8)
     b = Builder()
     x = b.input("x", [1, 4, 5, 3])
-    paddings = b.input("paddings", [4, 2], DType.INT32)
+    paddings = b.input("paddings", [4, 2], index_type)
     conv = integer_conv(b, x, 3, rng)
     extra = {"PadV2": [b("Neg", b.input("fill", []))], "MirrorPad": []}.get(pad, [])
     attrs = {"mode": "REFLECT"} if pad == "MirrorPad" else {}
-    out = b(pad, conv, paddings, *extra, Tpaddings=DType.INT32, **attrs)
+    out = b(pad, conv, paddings, *extra, Tpaddings=index_type, **attrs)
     feeds = {"x": rng.standard_normal((1, 4, 5, 3)).astype(np.float32),
-             "paddings": np.asarray([[0, 0], [2, 1], [0, 3], [1, 0]], np.int32)}
+             "paddings": np.asarray([[0, 0], [2, 1], [0, 3], [1, 0]], index_type.to_numpy())}
     if pad == "PadV2":
         feeds["fill"] = np.float32(2.5)
     counts = check(b, feeds, [out])
     assert counts["Pad"] == 1 and counts["Transpose"] == 3  # input, conv result to TF order, paddings
+    assert counts.get("Cast", 0) == (index_type != DType.INT64)
 
 
 def test_symmetric_mirror_pad_needs_constant_paddings():

@@ -349,8 +349,7 @@ def _pad_by_tensor(ctx: LoweringContext, op: Op, mode: str) -> None:
     if mode == "symmetric":
         raise UnsupportedOpError(op.type, op.name, "SYMMETRIC mirror padding needs constant paddings "
                                                    "(REFLECT or a constant Pad take them at run time)")
-    pairs = cast_to(ctx, op, ctx.operand(op, 1), DType.INT64, "paddings_int64")
-    rows = ctx.helper1(op, "paddings_by_side", "Transpose", [pairs], perm=[1, 0])
+    rows = ctx.helper1(op, "paddings_by_side", "Transpose", [int64_operand(ctx, op, 1)], perm=[1, 0])
     pads = ctx.helper1(op, "pads", "Reshape", [rows, ctx.ints([-1], "flat")])
     fill = [ctx.operand(op, 2)] if op.type == "PadV2" else []
     out = emit_typed(ctx, op, "Pad", [ctx.operand(op, 0), pads] + fill, ctx.dtype(op.operands[0]), typed=(0, 2),

@@ -21,7 +21,7 @@ from onnx import TensorProto, helper
 from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.ops_array import shape_slice
+from compiler.backends.onnx.ops_array import int64_operand, shape_slice
 from compiler.backends.onnx.registry import lowers
 from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, MERGE, SWITCH
 from compiler.ir.dtypes import DType
@@ -158,8 +158,7 @@ def _reserve(ctx: LoweringContext, op: Op) -> None:
         ctx.bind(op.results[0], ctx.initializer(np.zeros([count, *item_dims], dtype.to_numpy()), op.name))
         return
     if count is None:
-        n = ctx.helper1(op, "count", "Reshape", [ctx.operand(op, 1), ctx.ints([1], f"{op.name}/one")])
-        n = ctx.helper1(op, "count64", "Cast", [n], to=TensorProto.INT64)
+        n = ctx.helper1(op, "count", "Reshape", [int64_operand(ctx, op, 1), ctx.ints([1], f"{op.name}/one")])
         dims = ctx.helper1(op, "dims", "Concat", [n, ctx.ints(item_dims, f"{op.name}/item_dims")], axis=0) \
             if item_dims else n
     else:
