@@ -8,6 +8,7 @@ import pytest
 
 from compiler.backends.onnx import OnnxExportError, UnsupportedOpError, export_with_report
 from compiler.ir.dtypes import DType
+from compiler.runtime.onnx_runner import run_onnx
 from tests.backends.keras_export import assert_matches_keras, export_keras, keras_seeded
 from tests.backends.test_onnx_added_ops import check as check_export, ints
 from tests.backends.test_onnx_export import Builder
@@ -121,9 +122,84 @@ def test_complex_values_leave_only_through_their_parts():
     spectrum = b("RFFT", x, ints(b, [8]))
     with pytest.raises(OnnxExportError, match="complex64.*Real/Imag"):
         export_with_report(b.graph, ["x"], [spectrum.name])
-    squared = b("Mul", spectrum, spectrum)
-    with pytest.raises(UnsupportedOpError, match=f"'{squared.op.name}'.*complex values export only through"):
-        export_with_report(b.graph, ["x"], [b("Real", squared).name])
+    exp = b("Exp", spectrum)
+    with pytest.raises(UnsupportedOpError, match=f"'{exp.op.name}'.*complex values export only through"):
+        export_with_report(b.graph, ["x"], [b("Real", exp).name])
+
+
+def test_complex_arithmetic_on_pairs():
+    """Add, Sub, Neg and Mul of complex values: a constant factor folds into two initializers (one
+    when it is real), a run-time one is read from its pairs; broadcasting lines the pair axes up."""
+    b = Builder()
+    x, re, im = b.input("x", [2, 3, 8]), b.input("re", [5]), b.input("im", [3, 1])
+    spectrum = b("RFFT", x, ints(b, [8]))  # [2, 3, 5]
+    built = b("Complex", re, im)  # [3, 5]
+    by_constant = b("Mul", spectrum, b.const(_complex_matrix((5,), 1)))
+    by_real = b("Mul", b.const(np.complex64([[2], [-1], [0.5]])), spectrum)
+    by_run_time = b("Mul", built, spectrum)
+    added = b("AddV2", spectrum, b.const(_complex_matrix((3, 1), 2)))
+    outputs = [b(part, v) for v in (by_constant, by_real, by_run_time, added, b("Sub", built, spectrum),
+                                    b("Neg", built), b("Add", built, built)) for part in ("Real", "Imag")]
+    counts = check(b, {"x": signal((2, 3, 8)), "re": signal((5,), 1), "im": signal((3, 1), 2)}, outputs)
+    assert counts["Mul"] == 2 + 1 + 3 and counts["Neg"] == 1  # y's signs multiply at run time only
+
+
+def test_strided_slice_of_complex_pairs():
+    """Ranges, reversed steps, shrunk and new axes and an ellipsis slice the pairs' leading axes."""
+    b = Builder()
+    x = b.input("x", [2, 3, 8])
+    spectrum = b("RFFT", x, ints(b, [8]))  # [2, 3, 5]
+
+    def sliced(begin, end, strides, **masks):
+        return b("StridedSlice", spectrum, ints(b, begin), ints(b, end), ints(b, strides), Index=DType.INT32, **masks)
+
+    cases = [sliced([0, 0, 1], [0, 0, 4], [1, 1, 1], begin_mask=3, end_mask=3),  # [..., 1:4] spelled out
+             sliced([0, 1, 4], [0, 2, 0], [1, 1, -2], begin_mask=1, end_mask=5, shrink_axis_mask=2),  # [:, 1, ::-2]
+             sliced([0, 0, 2], [0, 0, 3], [1, 1, 1], begin_mask=1, end_mask=1, new_axis_mask=2,
+                    shrink_axis_mask=4),  # [:, None, 2]
+             sliced([0, 1], [0, 3], [1, 1], ellipsis_mask=1)]  # [..., 1:3]
+    outputs = [b(part, v) for v in cases for part in ("Real", "Imag")]
+    counts = check(b, {"x": signal((2, 3, 8))}, outputs)
+    assert counts["Slice"] == 4 and counts["Squeeze"] == 2 and counts["Unsqueeze"] == 2  # one Unsqueeze is RFFT's
+
+
+def test_padding_complex_pairs():
+    """Zero and REFLECT padding of the leading axes; a fill of both parts or mirrored edges are refused."""
+    b = Builder()
+    x = b.input("x", [2, 3, 8])
+    spectrum = b("RFFT", x, ints(b, [8]))  # [2, 3, 5]
+    rows = ints(b, [[0, 1], [2, 0], [1, 3]])
+    outputs = [b(part, v) for v in (b("Pad", spectrum, rows), b("MirrorPad", spectrum, rows, mode="REFLECT"),
+                                    b("PadV2", spectrum, rows, b.const(np.complex64(0))))
+               for part in ("Real", "Imag")]
+    assert check(b, {"x": signal((2, 3, 8))}, outputs)["Pad"] == 3
+    for refused, why in [(b("PadV2", spectrum, rows, b.const(np.complex64(1 + 1j))), "pad value other than"),
+                         (b("MirrorPad", spectrum, rows, mode="SYMMETRIC"), "SYMMETRIC mirror padding of a complex")]:
+        with pytest.raises(UnsupportedOpError, match=f"'{refused.op.name}'.*{why}"):
+            export_with_report(b.graph, ["x"], [b("Real", refused).name])
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("dct_type, norm", [(1, None), (2, None), (2, "ortho"), (3, "ortho"), (4, None)])
+def test_tf_signal_dct_matches_tf(tmp_path, dct_type, norm):
+    """tf.signal.dct scales a StridedSlice of an RFFT by complex constants (-O2 folds them), then
+    takes the real part: tf2onnx refuses its RFFT."""
+    tf = pytest.importorskip("tensorflow")
+    from compiler.modelio import load_model
+    from compiler.passes import run_pipeline
+    from compiler.passes.levels import LEVELS
+
+    concrete = tf.function(lambda t: tf.signal.dct(t, type=dct_type, norm=norm)).get_concrete_function(
+        tf.TensorSpec([3, 10]))
+    path = tmp_path / "dct.pb"
+    path.write_bytes(concrete.graph.as_graph_def().SerializeToString())
+    inputs, outputs = [t.op.name for t in concrete.inputs], [t.op.name for t in concrete.outputs]
+    graph = run_pipeline(load_model(path), LEVELS[2].pipeline, inputs, outputs).graph
+    model = export_with_report(graph, inputs, outputs).model
+    x = signal((3, 10), dct_type)
+    got = run_onnx(model, {inputs[0]: x}, outputs)[outputs[0]]
+    want = concrete(tf.constant(x)).numpy()
+    assert np.abs(got - want).max() <= TOLERANCE * np.abs(want).max()
 
 
 def test_dft_needs_opset_17():

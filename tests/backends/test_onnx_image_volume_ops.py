@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
+from compiler.analysis.static_info import analyze
 from compiler.backends.onnx import UnsupportedOpError, export_with_report
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Value
@@ -542,6 +543,19 @@ def test_extract_image_patches_copies_exactly(sizes, strides, rates, padding: st
     counts = check(b, {"x": x}, [y], atol=0)
     check(b_int, {"x": rng.integers(-9, 9, (1, 6, 5, 2)).astype(np.int32)}, [z])
     assert counts["Gather"] == 1 and "Slice" not in counts and sum(counts.values()) <= 4
+
+
+def test_extract_image_patches_shape_reaches_its_readers():
+    """The patches' static shape is known (rank, windows, k_h * k_w * C depth), so a reduction over
+    their windows exports: it needs the rank (probe 7's patches-then-Mean model was refused)."""
+    b = Builder()
+    patches = b("ExtractImagePatches", b.input("x", [1, 6, 6, 3]), ksizes=[1, 2, 3, 1], strides=[1, 2, 2, 1],
+                rates=[1, 1, 1, 1], padding="SAME")
+    y = b("Mean", patches, b.const(np.int32([1, 2])), keep_dims=False)
+    assert analyze(list(b.graph)).shapes[patches].dims == (1, 3, 3, 18)
+    x = np.random.default_rng(7).standard_normal((1, 6, 6, 3)).astype(np.float32)
+    counts = check(b, {"x": x}, [y], atol=1e-6)
+    assert counts["Gather"] == 1
 
 
 # -- a frozen TF graph, loaded as a user would -----------------------------------------------------

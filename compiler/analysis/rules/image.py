@@ -104,6 +104,19 @@ def _crop_and_resize(facts: OpFacts) -> Optional[list[Shape]]:
     return [Shape((count,) + size + (None if image is None or len(image) != 4 else image[3],))]
 
 
+@shape_rule("ExtractImagePatches")
+def _extract_image_patches(facts: OpFacts) -> Optional[list[Shape]]:
+    """NHWC windows, each flattened into the depth: k_h * k_w * C channels."""
+    x = facts.shapes[0]
+    if x.dims is None or len(x.dims) != 4:
+        return [Shape((None,) * 4)]
+    fmt = data_format("NHWC")
+    sizes = fmt.spatial(facts.attr("ksizes"))
+    depth = None if x.dims[3] is None else sizes[0] * sizes[1] * x.dims[3]
+    return [window_output_shape(x, fmt, sizes, fmt.spatial(facts.attr("strides")), fmt.spatial(facts.attr("rates")),
+                                attr_text(facts.attr("padding", "VALID")), [], depth)]
+
+
 @shape_rule("MaxPoolWithArgmax")
 def _max_pool_with_argmax(facts: OpFacts) -> Optional[list[Shape]]:
     x = facts.shapes[0]

@@ -3,16 +3,25 @@
 ONNX runtimes do not compute on complex tensors, so a complex value is a float tensor with one
 more, innermost axis of size 2 holding (real, imag): the layout of ONNX's DFT operator.  The FFTs
 and the part ops are in ops_complex.py; here are the pieces they share, and the lowerings of the
-two ops whose real forms live elsewhere (Cast in ops_elementwise, Einsum in ops_nn):
+two ops whose real forms live elsewhere (Cast and the arithmetic in ops_elementwise, Einsum in ops_nn, StridedSlice and Pad in ops_array):
 
 - Cast from a real type pads a zero imaginary part; Cast to a real type keeps the real part, as
   TF does; between complex types it casts the pairs;
+- Add, Sub and Neg act on the pairs as they are (the pair axes line up under broadcasting); Mul
+  is x * (Re y, Re y) + (Im x, Re x) * (-Im y, Im y), with the y factors folded when y is a
+  constant (tf.signal.dct scales its RFFT's bins so), and only the first term when y is real;
+- StridedSlice slices the pairs as the logical tensor (ops_array.py): the pair axis comes after
+  every axis the slice names, an ellipsis included; Pad and MirrorPad(REFLECT) with constant
+  paddings pad every axis but the pair axis (tf.signal.dct of type 3 pads its spectrum so), with
+  zeros only: ONNX's one fill value cannot hold both parts of a complex one;
 - Einsum adds the pair axis to every term: a constant operand W becomes the real tensor
   [[Re W, Im W], [-Im W, Re W]] over (its partner's pair, the output's pair), so the complex
   product is one real Einsum (FNet's Fourier mixing); two run-time operands meet through a third,
   constant operand holding the multiplication table of (real, imag) pairs.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 
@@ -117,3 +126,47 @@ def einsum_complex(ctx: LoweringContext, op: Op, terms: list[str]) -> None:
     bind_complex(ctx, op.results[0], ctx.emit1(op, "Einsum", operands, equation=equation))
 
 
+
+
+def complex_arithmetic(ctx: LoweringContext, op: Op) -> None:
+    """Add, AddV2, Sub, Neg or Mul of complex values, on their pairs (see the docstring)."""
+    part = part_type_of(ctx, op).to_numpy()
+    if op.type != "Mul":
+        onnx_op = {"Add": "Add", "AddV2": "Add", "Sub": "Sub", "Neg": "Neg"}[op.type]
+        operands = [complex_operand(ctx, op, i) for i in range(len(op.operands))]
+        bind_complex(ctx, op.results[0], ctx.emit1(op, onnx_op, operands))
+        return
+    constants = [ctx.constant(v) for v in op.operands]
+    known = 1 if constants[1] is not None else 0 if constants[0] is not None else None
+    if known is None:
+        x, y = complex_operand(ctx, op, 0), complex_operand(ctx, op, 1)
+        real_twice = ctx.helper1(op, "real_twice", "Gather", [y, ctx.ints([0, 0], f"{op.name}/real_at")], axis=-1)
+        imag_twice = ctx.helper1(op, "imag_twice", "Gather", [y, ctx.ints([1, 1], f"{op.name}/imag_at")], axis=-1)
+        cross = ctx.helper1(op, "cross", "Mul", [imag_twice, ctx.initializer(np.array([-1, 1], part),
+                                                                             f"{op.name}/cross_signs")])
+    else:
+        y = constants[known]
+        x = complex_operand(ctx, op, 1 - known)
+        real_twice = ctx.initializer(np.stack([y.real, y.real], axis=-1).astype(part), f"{op.name}/real_twice")
+        if not y.imag.any():
+            bind_complex(ctx, op.results[0], ctx.emit1(op, "Mul", [x, real_twice]))
+            return
+        cross = ctx.initializer(np.stack([-y.imag, y.imag], axis=-1).astype(part), f"{op.name}/cross")
+    swapped = ctx.helper1(op, "swapped", "Gather", [x, ctx.ints([1, 0], f"{op.name}/swap")], axis=-1)
+    terms = [ctx.helper1(op, "by_real", "Mul", [x, real_twice]), ctx.helper1(op, "by_imag", "Mul", [swapped, cross])]
+    bind_complex(ctx, op.results[0], ctx.emit1(op, "Add", terms))
+
+
+def pad_complex(ctx: LoweringContext, op: Op, paddings: Optional[np.ndarray], mode: str) -> None:
+    """Pad, PadV2 or MirrorPad of complex pairs (see the docstring)."""
+    if paddings is None:
+        raise UnsupportedOpError(op.type, op.name, "padding a complex value needs constant paddings")
+    if mode == "symmetric":
+        raise UnsupportedOpError(op.type, op.name, "SYMMETRIC mirror padding of a complex value (REFLECT only)")
+    if op.type == "PadV2":
+        fill = ctx.constant(op.operands[2])
+        if fill is None or np.any(fill != 0):
+            raise UnsupportedOpError(op.type, op.name, "a complex pad value other than a constant zero")
+    rows = [(int(b), int(a)) for b, a in np.asarray(paddings).reshape(-1, 2)] + [(0, 0)]
+    pads = ctx.ints([b for b, _ in rows] + [a for _, a in rows], f"{op.name}/pads")
+    bind_complex(ctx, op.results[0], ctx.emit1(op, "Pad", [complex_operand(ctx, op, 0), pads], mode=mode))

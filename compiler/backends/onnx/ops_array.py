@@ -13,6 +13,7 @@ import numpy as np
 from onnx import TensorProto
 
 from compiler.backends.onnx import layout, opset, repeat_resize
+from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES, bind_complex, complex_operand, pad_complex
 from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type, ort_computes
 from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
@@ -329,6 +330,9 @@ def stored_pairs(paddings: np.ndarray, perm: Perm) -> list[tuple[int, int]]:
 def _pad(ctx: LoweringContext, op: Op) -> None:
     mode = str(op.attr("mode")).lower() if op.type == "MirrorPad" else "constant"
     paddings = ctx.constant(op.operands[1])
+    if ctx.dtype(op.operands[0]) in COMPLEX_TYPES:
+        pad_complex(ctx, op, paddings, mode)
+        return
     if paddings is None:
         _pad_by_tensor(ctx, op, mode)
         return
@@ -491,17 +495,22 @@ def _strided_slice(ctx: LoweringContext, op: Op) -> None:
     dims = ctx.shape(x).dims or ()
     # the one element of an axis of length one needs no Slice to pick (an RNN's last step of one)
     specs = [s for s in specs if not (s[0] in shrink and s[0] < len(dims) and dims[s[0]] == 1 and s[1] in (0, -1))]
-    if not shrink and not new_axes:
+    pairs = ctx.dtype(x) in COMPLEX_TYPES  # sliced like the logical tensor: the (real, imag) axis is past them all
+    if not shrink and not new_axes and not pairs:
         found = ctx.lowered(x)
         ctx.bind(op.results[0], emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
         return
-    out = emit_slice(ctx, op, ctx.value_in(x), specs, None, rank, main=False)
+    source = complex_operand(ctx, op, 0) if pairs else ctx.value_in(x)
+    out = emit_slice(ctx, op, source, specs, None, rank, main=not (shrink or new_axes))
     stages = [(op_type, axes) for op_type, axes in (("Squeeze", shrink), ("Unsqueeze", new_axes)) if axes]
     for n, (op_type, axes) in enumerate(stages):
         inputs = [out, ctx.ints(axes, f"{op.name}/{op_type.lower()}_axes")]
         last = n == len(stages) - 1
         out = ctx.emit1(op, op_type, inputs) if last else ctx.helper1(op, op_type.lower(), op_type, inputs)
-    ctx.bind(op.results[0], out)
+    if pairs:
+        bind_complex(ctx, op.results[0], out)
+    else:
+        ctx.bind(op.results[0], out)
 
 
 @lowers("Gather", "GatherV2")

@@ -9,8 +9,9 @@ size 2 holding (real, imag) -- the layout of ONNX's DFT operator.
   one sign flip for the conjugates), inverts it and keeps the real part, which drops the imaginary
   parts of the DC and Nyquist bins exactly as TF's c2r transform ignores them;
 - Real / Imag pick a component, ComplexAbs is the L2 norm of the pair, Complex stacks the two;
-- Cast and Einsum of complex values are lowered by complex_pairs.py (their lowerings for real
-  types live with the other elementwise and matmul ops).
+- Cast, Einsum, StridedSlice, Pad, Add, Sub, Neg and Mul of complex values are lowered by
+  complex_pairs.py (their lowerings for real types live with the other elementwise, matmul and
+  array ops, which hand complex operands over to it).
 
 Any other op that reads or makes a complex value is refused, naming it: an elementwise lowering
 would treat the pairs as independent floats.  Complex graph inputs and outputs are refused too.
@@ -31,7 +32,9 @@ from compiler.ir.graph import Op
 
 _COMPLEX_LOWERINGS = frozenset({f"{kind}{suffix}" for kind in ("RFFT", "IRFFT", "FFT", "IFFT")
                                 for suffix in ("", "2D", "3D")} | {"Real", "Imag", "ComplexAbs", "Complex",
-                                                                   "Cast", "Einsum"})
+                                                                   "Cast", "Einsum", "StridedSlice", "Add",
+                                                                   "AddV2", "Sub", "Mul", "Neg", "Pad", "PadV2",
+                                                                   "MirrorPad"})
 _DFT_OPSET = 17  # DFT's first version; opset 20 moved its axis from an attribute to an input
 
 

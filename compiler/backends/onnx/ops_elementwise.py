@@ -14,7 +14,7 @@ from onnx import TensorProto
 
 from compiler.backends.onnx import layout
 from compiler.backends.onnx.bands import TRILU_OPSET, TRILU_TYPES, band_of, emit_band
-from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES, cast_complex
+from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES, cast_complex, complex_arithmetic
 from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import FLOAT8_OPSET, FLOAT8_TYPES, carrier, onnx_type, ort_computes
 from compiler.backends.onnx.errors import UnsupportedOpError
@@ -167,8 +167,11 @@ def _pass_through(ctx: LoweringContext, op: Op) -> None:
 
 @lowers(*UNARY, layout=AGNOSTIC)
 def _unary(ctx: LoweringContext, op: Op) -> None:
-    found = ctx.agnostic_operand(op)
     dtype = ctx.dtype(op.operands[0])
+    if dtype in COMPLEX_TYPES:  # Neg: the one complex unary ops_complex.check_no_complex lets through
+        complex_arithmetic(ctx, op)
+        return
+    found = ctx.agnostic_operand(op)
     if is_integer(dtype) and op.type in ("Relu", "Round", "Rint", "Reciprocal", "Inv"):
         _integer_unary(ctx, op, found, dtype)  # type: ignore[arg-type]
         return
@@ -311,6 +314,9 @@ def _broadcasts_into(small: tuple[int, ...], dims: Optional[tuple[Optional[int],
 
 @lowers(*BINARY, layout=AGNOSTIC)
 def _binary(ctx: LoweringContext, op: Op) -> None:
+    if ctx.dtype(op.operands[0]) in COMPLEX_TYPES:  # Add, Sub, Mul: let through by ops_complex.check_no_complex
+        complex_arithmetic(ctx, op)
+        return
     unchanged = _unchanged_operand(ctx, op)
     if unchanged is not None:
         found = ctx.lowered(unchanged)
