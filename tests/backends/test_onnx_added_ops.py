@@ -270,6 +270,16 @@ def test_top_k_of_a_channels_first_tensor(shapes_stated: bool):
           [values, indices, b("Neg", values)])
 
 
+@pytest.mark.parametrize("k", [-1, 8])
+def test_top_k_that_tf_refuses_is_refused(k: int):
+    """k < 0 or past the last axis fails in TF at run time; exported, a negative k made onnx's shape
+    inference abort the process (fuzz seed 192, case 5253), so it is an error naming the node."""
+    b = Builder()
+    values, _ = b("TopKV2", b.input("x", [2, 7]), ints(b, k), Tk=DType.INT32, index_type=DType.INT32)
+    with pytest.raises(UnsupportedOpError, match=f"'{values.op.name}'.*k {k} for a last axis of 7"):
+        export_with_report(b.graph, ["x"], [values.name])
+
+
 # -- GatherNd --------------------------------------------------------------------------------------
 def test_gather_nd_partial_and_full_index_tuples():
     rng = np.random.default_rng(5)
@@ -646,6 +656,24 @@ def test_conv2d_backprop_input_between_channels_first_convs():
     result = export_with_report(b.graph, list(feeds), [z.name, back.name])
     assert result.report.transposes == ["x/nchw", f"{z.name}/tf"]
     check(b, feeds, [z, back])
+
+
+def test_dropping_axes_of_a_channels_first_map_needs_no_transpose():
+    """x[..., 0] of a conv's NCHW result is sliced and squeezed where it is stored, with no
+    Transpose; row picks, which would leave the rest transposed, share one Transpose to TF order."""
+    rng = np.random.default_rng(31)
+    x = rng.integers(-3, 4, (1, 5, 6, 3)).astype(np.float32)
+    for with_rows, transposes in ((False, 1), (True, 2)):  # the input's; one more to TF order for the rows
+        b = Builder()
+        y = integer_conv(b, b.input("x", [1, 5, 6, 3]), 4, np.random.default_rng(32))
+        outputs = [b("StridedSlice", y, ints(b, [0, 0]), ints(b, [0, 1]), ints(b, [1, 1]), ellipsis_mask=1,
+                     shrink_axis_mask=2)]
+        if with_rows:  # [:, 2] and [:, -1, 1:3]
+            outputs += [b("StridedSlice", y, ints(b, [0, 2]), ints(b, [0, 3]), ints(b, [1, 1]), begin_mask=1,
+                          end_mask=1, shrink_axis_mask=2),
+                        b("StridedSlice", y, ints(b, [0, -1, 1]), ints(b, [0, 0, 3]), ints(b, [1, 1, 1]),
+                          begin_mask=1, end_mask=1, shrink_axis_mask=2)]
+        assert check(b, {"x": x}, outputs)["Transpose"] == transposes
 
 
 def test_negative_axes_after_a_reverse():

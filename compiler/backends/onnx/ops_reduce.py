@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+import numpy as np
+
 from compiler.backends.onnx import layout, opset
 from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
 from compiler.backends.onnx.context import Lowered, LoweringContext
@@ -155,6 +157,7 @@ def _arg_reduce(ctx: LoweringContext, op: Op) -> None:
 def _top_k(ctx: LoweringContext, op: Op) -> None:
     """ONNX TopK over TF's last axis, wherever it is stored; both put equal values in index order.
     TF leaves the order unspecified when sorted=false, so always sorting is one exact answer."""
+    _check_k(ctx, op)
     found = kept_layout(ctx, op, ctx.lowered(op.operands[0]))
     k = int64_operand(ctx, op, 1)
     if not ctx.is_constant(op.operands[1]):
@@ -173,6 +176,21 @@ def _top_k(ctx: LoweringContext, op: Op) -> None:
         indices = ctx.narrowed(ctx.helper1(op, "indices", "Cast", [indices], to=onnx_type(index_type)), indices)
     ctx.bind(op.results[0], values, found.perm)
     ctx.bind(op.results[1], indices, found.perm)
+
+
+def _check_k(ctx: LoweringContext, op: Op) -> None:
+    """A constant k that TF refuses at run time (negative, or past a known last axis) is refused
+    here: ONNX would give TopK's results that length, and onnx's shape inference aborts the
+    process on a negative one."""
+    k = ctx.constant(op.operands[1])
+    if k is None or np.size(k) != 1:
+        return
+    k = int(np.asarray(k).reshape(()))
+    dims = ctx.shape(op.operands[0]).dims
+    last = dims[-1] if dims else None
+    if k < 0 or (last is not None and k > last):
+        raise UnsupportedOpError(op.type, op.name, f"k {k} for a last axis of {last if last is not None else '?'} "
+                                                   f"(TF refuses k < 0 or past the axis)")
 
 
 @lowers("NthElement")
