@@ -40,7 +40,7 @@ from compiler.proto import graph_pb2  # noqa: E402
 from tests.conftest import Model, build_big_fixture, load_model_fixture  # noqa: E402
 from tests.oracle import gtt_deployment_recipe, gtt_transform  # noqa: E402
 
-ZOO_CACHE = ROOT / ".cache" / "zoo"
+ZOO_CACHE = Path(os.environ.get("GTTC_ZOO_CACHE", ROOT / ".cache" / "zoo"))  # as tools/make_zoo.py reads it
 DEFAULT_MODELS = ("keras_mobilenet_v2", "keras_efficientnet_b0", "keras_densenet121", "keras_resnet50",
                   "keras_inception_v3")
 
