@@ -3,7 +3,8 @@
 ONNX runtimes do not compute on complex tensors, so a complex value is a float tensor with one
 more, innermost axis of size 2 holding (real, imag): the layout of ONNX's DFT operator.  The FFTs
 and the part ops are in ops_complex.py; here are the pieces they share, and the lowerings of the
-two ops whose real forms live elsewhere (Cast and the arithmetic in ops_elementwise, Einsum in ops_nn, StridedSlice and Pad in ops_array):
+ops whose real forms live elsewhere (Cast and the arithmetic in ops_elementwise, Einsum in ops_nn,
+StridedSlice and Pad in ops_array):
 
 - Cast from a real type pads a zero imaginary part; Cast to a real type keeps the real part, as
   TF does; between complex types it casts the pairs;
@@ -124,8 +125,6 @@ def einsum_complex(ctx: LoweringContext, op: Op, terms: list[str]) -> None:
     operands = [complex_operand(ctx, op, 0), complex_operand(ctx, op, 1),
                 ctx.initializer(_PRODUCT.astype(dtype), f"{op.name}/pair_product")]
     bind_complex(ctx, op.results[0], ctx.emit1(op, "Einsum", operands, equation=equation))
-
-
 
 
 def complex_arithmetic(ctx: LoweringContext, op: Op) -> None:

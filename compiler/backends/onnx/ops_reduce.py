@@ -182,10 +182,10 @@ def _check_k(ctx: LoweringContext, op: Op) -> None:
     """A constant k that TF refuses at run time (negative, or past a known last axis) is refused
     here: ONNX would give TopK's results that length, and onnx's shape inference aborts the
     process on a negative one."""
-    k = ctx.constant(op.operands[1])
-    if k is None or np.size(k) != 1:
+    found = ctx.constant(op.operands[1])
+    if found is None or np.size(found) != 1:
         return
-    k = int(np.asarray(k).reshape(()))
+    k = int(np.asarray(found).reshape(()))
     dims = ctx.shape(op.operands[0]).dims
     last = dims[-1] if dims else None
     if k < 0 or (last is not None and k > last):
