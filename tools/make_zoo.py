@@ -25,7 +25,6 @@ Every model's result is also kept in `.cache/zoo/results/<name>.json`;
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime
 import json
@@ -36,7 +35,7 @@ import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -285,16 +284,6 @@ def _layer_models() -> list[ZooModel]:
 # --------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _control_flow_v1(tf) -> Iterator[None]:
-    """TF1 cond/while_loop build Switch/Merge/Enter frames (not If/While) inside this block."""
-    tf.compat.v1.disable_control_flow_v2()
-    try:
-        yield
-    finally:
-        tf.compat.v1.enable_control_flow_v2()
-
-
 def _tf1_model(name: str, seed: int, shapes: Mapping[str, Sequence[int]], body: Callable[..., Any],
                note: str) -> ZooModel:
     """A tf.compat.v1 graph with control flow v1: float placeholders -> `body(tf, rng, *inputs)` -> `output`."""
@@ -302,9 +291,10 @@ def _tf1_model(name: str, seed: int, shapes: Mapping[str, Sequence[int]], body: 
     def build() -> Fixture:
         import tensorflow as tf
 
+        from tests.oracle import tf1_control_flow_graph
+
         seed_everything(seed)
-        graph = tf.Graph()
-        with _control_flow_v1(tf), graph.as_default():
+        with tf1_control_flow_graph(tf) as graph:
             inputs = [tf.compat.v1.placeholder(tf.float32, list(s), name=n) for n, s in shapes.items()]
             tf.identity(body(tf, np.random.RandomState(seed), *inputs), name="output")
         feed_rng = np.random.RandomState(seed + 2)

@@ -496,14 +496,14 @@ def _strided_slice(ctx: LoweringContext, op: Op) -> None:
     # the one element of an axis of length one needs no Slice to pick (an RNN's last step of one)
     specs = [s for s in specs if not (s[0] in shrink and s[0] < len(dims) and dims[s[0]] == 1 and s[1] in (0, -1))]
     pairs = ctx.dtype(x) in COMPLEX_TYPES  # sliced like the logical tensor: the (real, imag) axis is past them all
-    if not shrink and not new_axes and not pairs:
+    if not pairs:
         found = ctx.lowered(x)
-        ctx.bind(op.results[0], emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
-        return
-    stored = ctx.lowered(x).perm
-    if not new_axes and not pairs and stored is not None and layout.after_removing(stored, shrink, rank) is None:
-        _shrink_stored(ctx, op, specs, shrink, rank)
-        return
+        if not shrink and not new_axes:
+            ctx.bind(op.results[0], emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=True), found.perm)
+            return
+        if not new_axes and found.perm is not None and layout.after_removing(found.perm, shrink, rank) is None:
+            _shrink_stored(ctx, op, found, specs, shrink, rank)
+            return
     source = complex_operand(ctx, op, 0) if pairs else ctx.value_in(x)
     out = emit_slice(ctx, op, source, specs, None, rank, main=not (shrink or new_axes))
     stages = [(op_type, axes) for op_type, axes in (("Squeeze", shrink), ("Unsqueeze", new_axes)) if axes]
@@ -517,13 +517,12 @@ def _strided_slice(ctx: LoweringContext, op: Op) -> None:
         ctx.bind(op.results[0], out)
 
 
-def _shrink_stored(ctx: LoweringContext, op: Op, specs: list[tuple[int, Bound, Bound, int]], shrink: list[int],
-                   rank: int) -> None:
+def _shrink_stored(ctx: LoweringContext, op: Op, found: Lowered, specs: list[tuple[int, Bound, Bound, int]],
+                   shrink: list[int], rank: int) -> None:
     """A StridedSlice dropping the axes that keep a transposed tensor from TF order (a time-major
     RNN output read as `outputs[:, -1]`, a channels-first map's `x[..., 0]`): sliced and squeezed
     where it is stored, with no Transpose.  Where what is left would still be transposed, the
     caller slices TF order instead: that one Transpose serves every such reader."""
-    found = ctx.lowered(op.operands[0])
     sliced = emit_slice(ctx, op, found.tensor, specs, found.perm, rank, main=False)
     axes = sorted(layout.physical_axis(a, found.perm, rank) for a in shrink)
     ctx.bind(op.results[0], ctx.emit1(op, "Squeeze", [sliced, ctx.ints(axes, f"{op.name}/squeeze_axes")]))
