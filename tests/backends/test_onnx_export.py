@@ -119,7 +119,7 @@ def test_spatial_mean_and_max_of_a_cnn_are_global_pools():
     outputs = [b("Max", image, axes, keep_dims=keep, Tidx=DType.INT32) for keep in (False, True)]
     names = [v.op.name for v in outputs]
     exported = export(b.graph, ["x"], names)
-    assert Counter(n.op_type for n in exported.graph.node)["GlobalMaxPool"] == 2
+    assert Counter(n.op_type for n in exported.graph.node)["GlobalMaxPool"] == 1  # one pool read both ways
     feed = {"x": np.random.default_rng(1).standard_normal((1, 5, 6, 3)).astype(np.float32)}
     want, got = Interpreter(b.graph).run(feed, names), run_onnx(exported, feed, names)
     for name in names:

@@ -210,7 +210,7 @@ def test_sparse_segments(reduction):
     feeds = {"data": rng.standard_normal((5, 3)).astype(np.float32),
              "indices": np.asarray([4, 0, 0, 2, 1, 3, 4], np.int32), "ids": np.asarray([0, 0, 2, 2, 2, 5, 6])}
     counts = check(b, feeds, outputs)
-    assert counts["Gather"] == 2
+    assert counts["Gather"] == 1  # both ops gather the same rows
 
 
 # -- reordering ----------------------------------------------------------------------------------------
@@ -326,7 +326,8 @@ def test_bits_of_unsigned_types(dtype):
     outputs = [b(op, x, y) for op in ("LeftShift", "RightShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor")]
     outputs += [b("RightShift", x, b.const(np.asarray(3, np_type))), b("LeftShift", x, b.const(np.asarray(bits, np_type)))]
     counts = check(b, feeds, outputs + [b("Invert", x)], opset=18)
-    assert counts["BitShift"] == 4 and counts["Min"] == 3 and counts["BitwiseNot"] == 1  # in-range constants: no clamp
+    # in-range constants: no clamp; both shifts by y share one
+    assert counts["BitShift"] == 4 and counts["Min"] == 2 and counts["BitwiseNot"] == 1
 
 
 @pytest.mark.parametrize("dtype", [DType.INT8, DType.INT32, DType.INT64])
@@ -342,7 +343,7 @@ def test_signed_shifts_wrap_left_and_keep_the_sign_right(dtype):
     feeds = {"x": values, "y": rng.integers(-3, bits + 3, 40).astype(np_type)}
     outputs = [b("LeftShift", x, y), b("RightShift", x, y), b("RightShift", x, b.const(np.asarray(2, np_type)))]
     counts = check(b, feeds, outputs)
-    assert counts["BitShift"] == 3 and counts["Min"] == 2 and counts["Max"] == 2
+    assert counts["BitShift"] == 3 and counts["Min"] == 1 and counts["Max"] == 1  # one clamp of y serves both
 
 
 def test_signed_int_bitwise_and_refusals():
@@ -461,7 +462,8 @@ def test_matrix_band_part(opset: int):
              "t": rng.random((3, 3)) < 0.7}
     counts = check(b, feeds, outputs, opset=opset)
     if opset >= 14:
-        assert counts == {"Trilu": 1 + 1 + 2 + 2 + 2 + 1, "Identity": 1}  # the whole of x, an output as well
+        # (2, 0) shares the lower triangle of (-1, 0); the whole of x is an output as well
+        assert counts == {"Trilu": 1 + 1 + 2 + 1 + 2 + 1, "Identity": 1}
     else:
         assert counts["Where"] == 6 and counts["And"] == 1
 

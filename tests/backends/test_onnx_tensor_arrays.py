@@ -40,7 +40,17 @@ def test_tensor_arrays_export_as_dense_lists_and_match_tf(name: str, at_o2: bool
     assert [op.type for op in graph if op.type == "TensorArrayV3"] == ["TensorArrayV3"] * arrays  # caller's IR kept
 
 
-@pytest.mark.parametrize("name", ["map_fn", "scan", "while_loop"])
+def test_a_tf_scan_that_is_an_rnn_step_is_one_rnn_node() -> None:
+    """tf.scan of tanh(concat([h, x]) @ w) is a plain RNN: TF1 reads the steps from a TensorArray
+    entered into the loop, which the recurrent matcher takes like Keras' carried list."""
+    tf = pytest.importorskip("tensorflow")
+    data, feed, want = _tf1_graph(tf, GRAPHS["scan"])
+    result = export_with_report(_o2(data), ["x"], ["out"])
+    assert result.report.stats["onnx_rnn"] == 1 and "Loop" not in op_types(result.model)
+    np.testing.assert_allclose(run_onnx(result.model, {"x": feed}, ["out"])["out"], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["map_fn", "while_loop"])
 def test_a_list_written_once_per_iteration_is_a_scan_output(name: str) -> None:
     """Item i written at iteration i of a loop that runs exactly size times: the Loop stacks the
     items itself, with no list carried and no ScatterND in the body."""

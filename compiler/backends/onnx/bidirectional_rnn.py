@@ -35,7 +35,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from compiler.backends.onnx.builder import GraphBuilder, Node
+from compiler.backends.onnx.builder import GraphBuilder, Node, constant_ints
 from compiler.backends.onnx.ops_array import INT64_MIN
 
 _DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
@@ -127,7 +127,7 @@ def _direction_output(builder: GraphBuilder, tensor: str) -> Optional[DirectionO
     squeeze = builder.producer(view.base)
     if squeeze is None or squeeze.op_type != "Squeeze" or len(squeeze.inputs) != 2:
         return None
-    axes = _ints(builder, squeeze.inputs[1])
+    axes = constant_ints(builder, squeeze.inputs[1])
     source = squeeze.inputs[0]
     if axes == [1]:
         node = builder.producer(source)
@@ -148,8 +148,8 @@ def _past_last_step(builder: GraphBuilder, tensor: str) -> str:
     node = builder.producer(tensor)
     if node is None or node.op_type != "Slice" or len(node.inputs) < 4:
         return tensor
-    starts, ends, axes = (_ints(builder, name) for name in node.inputs[1:4])
-    steps = _ints(builder, node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else [1]
+    starts, ends, axes = (constant_ints(builder, name) for name in node.inputs[1:4])
+    steps = constant_ints(builder, node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else [1]
     whole = starts in ([-1], [0]) and ends is not None and ends[0] >= 1 and axes == [0] and steps == [1]
     return node.inputs[0] if whole else tensor
 
@@ -181,7 +181,7 @@ def view_of(builder: GraphBuilder, tensor: str) -> View:
 def _unit_axis_move(builder: GraphBuilder, node: Node) -> Optional[list[int]]:
     """A Reshape keeping the rank and the order of the axes longer than one, as the permutation
     it amounts to (output axis j is input axis perm[j]); None for any other Reshape."""
-    source, target = _static_dims(builder, node.inputs[0]), _ints(builder, node.inputs[1])
+    source, target = _static_dims(builder, node.inputs[0]), constant_ints(builder, node.inputs[1])
     if source is None or target is None or len(source) != len(target) or 0 in target or -1 in target:
         return None
     long_in = [a for a, d in enumerate(source) if d != 1]
@@ -205,7 +205,7 @@ def _reversed_axes(builder: GraphBuilder, node: Node) -> Optional[set[int]]:
     """The axes a Slice reverses whole, when that is all it does."""
     if len(node.inputs) != 5:
         return None
-    starts, ends, axes, steps = (_ints(builder, name) for name in node.inputs[1:])
+    starts, ends, axes, steps = (constant_ints(builder, name) for name in node.inputs[1:])
     if None in (starts, ends, axes, steps) or not axes or min(axes) < 0 or len(set(axes)) != len(axes):
         return None
     if not len(starts) == len(ends) == len(axes) == len(steps):
@@ -238,13 +238,6 @@ def _time_reversed_input(builder: GraphBuilder, forward: Node, backward: Node) -
     ahead, back = view_of(builder, forward.inputs[0]), view_of(builder, backward.inputs[0])
     return (ahead.base == back.base and ahead.perm == back.perm and not ahead.reversed_axes
             and back.reversed_axes == {ahead.base_axis(0)})
-
-
-def _ints(builder: GraphBuilder, name: str) -> Optional[list[int]]:
-    array = builder.scope.initializers.get(name)
-    if array is None or array.dtype.kind not in "iu" or array.ndim != 1:
-        return None
-    return [int(v) for v in array]
 
 
 # -- rewriting --------------------------------------------------------------------------------
@@ -329,7 +322,7 @@ def _gather_instead(builder: GraphBuilder, tensor: str, source: str, direction: 
     if not readers or builder.is_exposed(tensor):
         return False
     if any(r.op_type != "Squeeze" or r.inputs[:1] != [tensor] or len(r.inputs) != 2
-           or _ints(builder, r.inputs[1]) != [axis] for r in readers):
+           or constant_ints(builder, r.inputs[1]) != [axis] for r in readers):
         return False
     index = builder.scope.initializer(np.asarray(direction, np.int64), base + "/direction")
     for reader in readers:

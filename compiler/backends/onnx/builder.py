@@ -165,6 +165,13 @@ class GraphBuilder:
             if self._producers.get(out) is node:
                 del self._producers[out]
 
+    def drop_output(self, node: Node, tensor: str) -> None:
+        """Stop `node` computing its optional output `tensor`, which nothing reads any more."""
+        node.outputs = ["" if out == tensor else out for out in node.outputs]
+        if self._producers.get(tensor) is node:
+            del self._producers[tensor]
+        self.value_info.pop(tensor, None)
+
     def add_input(self, spec: ValueSpec) -> None:
         self.inputs.append(spec)
 
@@ -216,6 +223,10 @@ class GraphBuilder:
         if old in self.value_info:
             spec = self.value_info.pop(old)
             self.value_info[new] = ValueSpec(new, spec.elem_type, spec.dims)
+        self._rename_uses(old, new)
+
+    def replace_uses(self, old: str, new: str) -> None:
+        """Make every reader of `old` read `new` instead (a peephole found them equal)."""
         self._rename_uses(old, new)
 
     def _rename_uses(self, old: str, new: str) -> None:
@@ -286,6 +297,14 @@ class GraphBuilder:
         return helper.make_graph([n.to_proto() for n in self.nodes], name,
                                  [s.to_proto() for s in self.inputs], [s.to_proto() for s in self.outputs],
                                  initializer=list(initializers), value_info=infos)
+
+
+def constant_ints(builder: GraphBuilder, name: str) -> Optional[list[int]]:
+    """The values of an integer vector initializer (a Slice's bounds, a Squeeze's axes), else None."""
+    array = builder.scope.initializers.get(name)
+    if array is None or array.dtype.kind not in "iu" or array.ndim != 1:
+        return None
+    return [int(v) for v in array]
 
 
 def node_reads(node: Node) -> set[str]:

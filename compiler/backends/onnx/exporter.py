@@ -20,11 +20,13 @@ from compiler.analysis import analyze, reachable_ops
 from compiler.backends.onnx import model as onnx_model
 from compiler.backends.onnx.bidirectional_rnn import merge_bidirectional
 from compiler.backends.onnx.builder import GraphBuilder, ModelScope, ValueSpec
+from compiler.backends.onnx.common_nodes import merge_common_nodes
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES
 from compiler.backends.onnx.errors import OnnxExportError
 from compiler.backends.onnx.export_rewrites import rewrite_for_export
+from compiler.backends.onnx.last_steps import read_last_steps
 from compiler.backends.onnx.lowering import lower_ops
 from compiler.backends.onnx.opset import DEFAULT_OPSET, check_opset
 from compiler.backends.onnx.qdq_weights import complete_qdq
@@ -99,6 +101,13 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     if merged:
         ctx.stats["bidirectional_rnn"] += merged
         ctx.stats["pruned_nodes"] += builder.prune()
+    last_steps = read_last_steps(builder)
+    if last_steps:
+        ctx.stats["rnn_last_steps"] += last_steps
+        ctx.stats["pruned_nodes"] += builder.prune()
+    common = merge_common_nodes(builder)
+    if common:
+        ctx.stats["common_nodes"] += common
     long = onnx_model.long_vector(info.shape(v).dims for op in ops for v in op.results)
     model = onnx_model.finalize(onnx_model.assemble(builder, GRAPH_NAME), check, propagate_data=not long)
     model, completed = complete_qdq(model, check)

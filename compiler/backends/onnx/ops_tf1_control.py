@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 from onnx import TensorProto
 
 from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.loop_counters import Count, counted_loop
 from compiler.backends.onnx.lowering import (Argument, bind_as_stored, cond_results, lower_bound_ops, lower_subgraph,
                                            outer_argument)
 from compiler.backends.onnx.ops_control import known_truth
@@ -28,7 +30,7 @@ from compiler.backends.onnx.ops_tensor_list import list_element_dtype
 from compiler.backends.onnx.recurrent import lower_recurrent
 from compiler.backends.onnx.registry import lowers
 from compiler.backends.onnx.scan_outputs import scanned_lists
-from compiler.backends.onnx.tf1_frames import REGION_LOWERINGS, TF1_CONTROL_FLOW, CondRegion, WhileFrame
+from compiler.backends.onnx.tf1_frames import REGION_LOWERINGS, TF1_CONTROL_FLOW, CondRegion, LoopVariable, WhileFrame
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
 
@@ -72,35 +74,49 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
         return
     prefix = f"{ctx.prefix}{frame.name}/"
     scanned = scanned_lists(ctx, frame)
-    scanned_values = {s.variable.merged for s in scanned}
-    carried = [v for v in frame.variables if not v.invariant and v.merged not in scanned_values]
+    counting = counted_loop(ctx, frame)
+    counters = list(counting.counters.values()) if counting is not None else []
+    dropped = {s.variable.merged for s in scanned} | {v.merged for v in counters}
+    carried = [v for v in frame.variables if not v.invariant and v.merged not in dropped]
     outer: dict[Value, Argument] = {e.results[0]: outer_argument(ctx, e.operands[0]) for e in frame.invariants}
     for var in frame.variables:
         if var.invariant:
             outer[var.merged] = outer[var.body_input] = outer_argument(ctx, var.initial)
     initial = {v.merged: outer_argument(ctx, v.initial) for v in carried}
-    first = lower_bound_ops(ctx, frame.cond_ops, ctx.builder, prefix + "cond_first/", {**outer, **initial},
-                            [frame.predicate])[0]
+    if counting is None:
+        trips, first = "", lower_bound_ops(ctx, frame.cond_ops, ctx.builder, prefix + "cond_first/",
+                                           {**outer, **initial}, [frame.predicate])[0]
+    else:
+        trips, first = _trip_tensor(ctx, counting.trips, prefix), ""
 
     body = GraphBuilder(ctx.scope)
     names = ctx.scope.tensors
-    body.add_input(ValueSpec(names.fresh(prefix + "body/iteration"), TensorProto.INT64, ()))
-    body.add_input(ValueSpec(names.fresh(prefix + "body/cond_in"), TensorProto.BOOL, ()))
+    iteration = names.fresh(prefix + "body/iteration")
+    cond_in = names.fresh(prefix + "body/cond_in")
+    body.add_input(ValueSpec(iteration, TensorProto.INT64, ()))
+    body.add_input(ValueSpec(cond_in, TensorProto.BOOL, ()))
+    # scanned items become scan outputs (the lists are not carried); a Loop with a trip count
+    # computes no counters
+    skipped = {s.set_item for s in scanned} | _counting_only(frame, counters)
     inside: dict[Value, Argument] = {}
+    unlowered = skipped | set(frame.cond_ops)
+    for var in counters:  # (a counter only the condition reads has no Switch: its step reads the Merge)
+        inside[var.merged] = _iteration_as(ctx, body, iteration, var, unlowered)
+        if var.body_input is not None:
+            inside[var.body_input] = inside[var.merged]
     for var in carried:
         spec = ValueSpec(names.fresh(f"{prefix}body/in/{var.merged.name}"), element_type(ctx, var.initial))
         body.add_input(spec)
         inside[var.merged] = Argument(spec.name, ctx.shape(var.merged))
         if var.body_input is not None:
             inside[var.body_input] = inside[var.merged]
-    set_items = {s.set_item for s in scanned}  # their items become scan outputs; the lists are not carried
-    body_ops = [op for op in frame.body_ops if op not in set_items]
+    body_ops = [op for op in frame.body_ops if op not in skipped]
     results = lower_bound_ops(ctx, body_ops, body, prefix + "body/", {**outer, **inside},
                               [v.body_output for v in carried] + [s.item for s in scanned])
     results, items = results[:len(carried)], results[len(carried):]
     after = {v.merged: Argument(t, ctx.shape(v.merged)) for v, t in zip(carried, results)}
-    again = lower_bound_ops(ctx, frame.cond_ops, body, prefix + "body/cond/", {**outer, **after},
-                            [frame.predicate])[0]
+    again = cond_in if counting is not None else lower_bound_ops(
+        ctx, frame.cond_ops, body, prefix + "body/cond/", {**outer, **after}, [frame.predicate])[0]
     body.expose(again, ValueSpec(names.fresh(prefix + "body/cond_out"), TensorProto.BOOL, ()))
     _expose(ctx, body, results, [v.initial for v in carried], prefix + "body/out/")
     for tensor, scan in zip(items, scanned):
@@ -110,7 +126,7 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
 
     exits = [v.exit.results[0] if v.exit else v.merged for v in carried]
     exits += [s.variable.exit.results[0] for s in scanned]
-    outs = _emit_region_node(ctx, "Loop", ["", first] + [initial[v.merged].tensor for v in carried], exits,
+    outs = _emit_region_node(ctx, "Loop", [trips, first] + [initial[v.merged].tensor for v in carried], exits,
                              frame.name, body=body)
     for var, tensor in zip(carried + [s.variable for s in scanned], outs):
         if var.exit is not None:
@@ -121,6 +137,42 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
     ctx.stats["tf1_loops"] += 1
     if scanned:
         ctx.stats["scan_outputs"] += len(scanned)
+    if counting is not None:
+        ctx.stats["counted_loops"] += 1
+
+
+def _trip_tensor(ctx: LoweringContext, trips: Count, prefix: str) -> str:
+    """The Loop's trip count M: int64, a scalar."""
+    if isinstance(trips, int):
+        return ctx.initializer(np.array(trips, np.int64), prefix + "trips")
+    return ctx.node("Cast", [ctx.value_in(trips)], prefix + "trips", to=TensorProto.INT64)[0]
+
+
+def _iteration_as(ctx: LoweringContext, body: GraphBuilder, iteration: str, counter: LoopVariable,
+                  unlowered: set[Op]) -> Argument:
+    """A counter inside the body: the Loop's iteration number, in the counter's type, or as it is
+    (int64) when the counter only picks list items (a Gather takes either index type)."""
+    shape = ctx.shape(counter.merged)
+    reads = counter.merged.uses + (counter.body_input.uses if counter.body_input is not None else [])
+    readers = [(op, i) for op, i in reads if op not in unlowered and op is not counter.switch]
+    if ctx.dtype(counter.initial) == DType.INT64 or all(op.type == "TensorListGetItem" and i == 1
+                                                        for op, i in readers):
+        return Argument(iteration, shape)
+    tensor = ctx.scope.tensors.fresh(f"{iteration}/{counter.merged.name}")
+    body.add_node("Cast", [iteration], [tensor], ctx.scope.nodes.fresh(tensor),
+                  {"to": onnx_type(ctx.dtype(counter.initial))})
+    return Argument(tensor, shape)
+
+
+def _counting_only(frame: WhileFrame, counters: Sequence[LoopVariable]) -> set[Op]:
+    """The body ops that only compute the counters' next values, which a counted Loop never needs."""
+    sinks = {v.next_iteration for v in counters}
+    skipped: set[Op] = set()
+    for op in reversed(frame.body_ops):
+        users = [user for result in op.results for user, _ in result.uses]
+        if users and not op.control_users and all(u in sinks or u in skipped for u in users):
+            skipped.add(op)
+    return skipped
 
 
 # -- cond -> If -------------------------------------------------------------------------------

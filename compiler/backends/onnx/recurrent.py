@@ -18,11 +18,19 @@ recognised by running its kernel on a tensor of column numbers, so every
 spelling Keras or grappler may produce is handled by one rule.  Keras'
 go_backwards and Bidirectional reverse the sequence outside the loop
 (ReverseV2), so the loop itself always runs forward.
+
+TF1's `dynamic_rnn` around a tf.compat.v1 rnn_cell writes the same frame with
+three differences, each taken by the same rules: the input list is entered as
+a loop invariant rather than carried; the cell multiplies concat([x, h]) by one
+kernel (a MatMul of a Concat is one term per piece, with that piece's rows of
+the kernel); and GRUCell takes one Sigmoid of both gates before splitting it
+(a gate may be the columns a split picks of a Sigmoid).  BasicLSTMCell's
+forget bias is a constant added to a gate: part of the form's bias.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import numpy as np
 
@@ -41,10 +49,8 @@ _BATCH_STAND_IN = 2
 # Positions float32 numbers exactly (2^24), far past any cell's [batch, units * gates] data.
 _LARGEST_PROBE = 1 << 24
 Weights = tuple[np.ndarray, np.ndarray, np.ndarray]   # W, R, B
-# A matched cell: op type, weights, its states (ONNX output order), gate pre-activations, attributes.
-Cell = tuple[str, Weights, list[LoopVariable], list[Value], dict[str, object]]
 # GRU's candidate gate: the reset gate's pre-activation, (W_h, R_h, Wb_h, Rb_h), linear_before_reset.
-Candidate = tuple[Value, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], int]
+Candidate = tuple["PreActivation", tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], int]
 # How deep `_fold` looks for a constant the export's analysis left unknown.
 _FOLD_DEPTH = 4
 
@@ -87,6 +93,12 @@ class Linear:
         return [self.weights[s].T for s in sources] + [np.broadcast_to(self.bias, (width,))]
 
 
+# A gate's input: a value in the body, or the columns of one that a split picks.
+PreActivation = Union[Value, Linear]
+# A matched cell: op type, weights, its states (ONNX output order), gate pre-activations, attributes.
+Cell = tuple[str, Weights, list[LoopVariable], list[PreActivation], dict[str, object]]
+
+
 @dataclass
 class RecurrentCell:
     """What a matched frame becomes: the ONNX node's attributes and weights, and what to bind."""
@@ -111,10 +123,13 @@ class _Matcher:
         self.used: set[Op] = set()
         self.hard_gates = hard_gates  # Keras' recurrent_activation="hard_sigmoid"
 
-    def gate(self, value: Value) -> Optional[Value]:
+    def gate(self, value: Value) -> Optional[PreActivation]:
         """The pre-activation of a gate: Sigmoid, or with hard gates Keras 3's hard sigmoid,
-        relu6(z + 3) / 6 (ONNX HardSigmoid, alpha 1/6, beta 1/2)."""
+        relu6(z + 3) / 6 (ONNX HardSigmoid, alpha 1/6, beta 1/2).  TF1's GRUCell takes one
+        Sigmoid of both gates and splits it: a gate is then the form of the columns it picks."""
         if not self.hard_gates:
+            if self.src(value).op.type in _COLUMN_PICKERS:
+                return self._columns(self.src(value), through="Sigmoid")
             return self.unary(value, "Sigmoid")
         scaled = self.op(value, "RealDiv", "Div", "Mul")
         if scaled is None or len(scaled.operands) != 2:
@@ -176,7 +191,9 @@ class _Matcher:
     def constant(self, value: Value) -> Optional[np.ndarray]:
         return self.info.constant(self.src(value))
 
-    def linear(self, value: Value) -> Optional[Linear]:
+    def linear(self, value: PreActivation) -> Optional[Linear]:
+        if isinstance(value, Linear):
+            return value
         value = self.src(value)
         folded = self.info.constant(value)
         if folded is not None:
@@ -201,14 +218,49 @@ class _Matcher:
         weights = self.constant(op.operands[1])
         if weights is None or weights.ndim != 2 or op.attr("transpose_a", False) or self.constant(op.operands[0]) is not None:
             return None
-        self.used.add(op)
         weights = np.asarray(weights.T if op.attr("transpose_b", False) else weights, np.float64)
-        return Linear({self.src(op.operands[0]): weights}, np.zeros(weights.shape[1]))
+        pieces = self._row_pieces(op.operands[0], weights.shape[0])
+        if pieces is None:
+            return None
+        self.used.add(op)
+        form, start = Linear({}, np.zeros(weights.shape[1])), 0
+        for source, width in pieces:
+            form = form.plus(Linear({source: weights[start:start + width]}, np.zeros(weights.shape[1])))
+            if form is None:
+                return None
+            start += width
+        return form
 
-    def _columns(self, value: Value) -> Optional[Linear]:
+    def _row_pieces(self, value: Value, rows: int) -> Optional[list[tuple[Value, int]]]:
+        """The [batch, width] sources a MatMul's left operand joins side by side, with the rows of
+        the weights each one meets: TF1's RNN cells multiply concat([x, h]) by one kernel."""
+        value = self.src(value)
+        concat = value.op
+        if concat.type != "ConcatV2" or not self._is_axis(concat.operands[-1], 1):
+            return [(value, rows)]
+        pieces = concat.operands[:-1]
+        dims = [self.dims(v) for v in pieces]
+        if any(d is None or len(d) != 2 or d[1] is None for d in dims) or any(self.constant(v) is not None
+                                                                             for v in pieces):
+            return None
+        widths = [d[1] for d in dims]
+        if sum(widths) != rows:
+            return None
+        self.used.add(concat)
+        return [(self.src(v), w) for v, w in zip(pieces, widths)]
+
+    def _is_axis(self, value: Value, axis: int) -> bool:
+        """A scalar constant naming `axis` of a rank-2 value (counting from either end)."""
+        found = self.constant(value)
+        return found is not None and np.ndim(found) == 0 and int(found) in (axis, axis - 2)
+
+    def _columns(self, value: Value, through: Optional[str] = None) -> Optional[Linear]:
+        """The form of the columns `value` picks of a linear form, or (`through` an activation)
+        the form of the columns it picks of that activation of one: the activation's input."""
         op = value.op
         data = op.operands[_COLUMN_PICKERS[op.type]]
-        inner = self.linear(data)
+        source = data if through is None else self.unary(data, through)
+        inner = None if source is None else self.linear(source)
         if inner is None:
             return None
         picked = self._picked_columns(op, value.index, data)
@@ -357,11 +409,11 @@ def _frame_shape(ctx: LoweringContext, matcher: _Matcher, frame: WhileFrame, rol
     if len(reads) != 1:
         return None
     read = reads[0]
-    source = [v for v in roles["inputs"] if v.body_input is matcher.src(read.operands[0])]
+    source = _read_list(matcher, frame, roles["inputs"], read.operands[0])
     time = [v for v in roles["counters"] if v.body_input is matcher.src(read.operands[1])]
-    if len(source) != 1 or len(time) != 1 or forwarded_source(source[0].initial).op.type != "TensorListFromTensor":
+    if source is None or len(time) != 1 or source.op.type != "TensorListFromTensor":
         return None
-    sequence = forwarded_source(source[0].initial).op.operands[0]
+    sequence = source.op.operands[0]
     dims = ctx.shape(sequence).dims
     if dims is None or len(dims) != 3 or dims[0] is None or ctx.dtype(sequence) != DType.FLOAT:
         return None
@@ -370,6 +422,16 @@ def _frame_shape(ctx: LoweringContext, matcher: _Matcher, frame: WhileFrame, rol
     if _steps(matcher, frame, roles["counters"]) != dims[0]:
         return None
     return read.results[0], sequence, dims[0]
+
+
+def _read_list(matcher: _Matcher, frame: WhileFrame, inputs: list[LoopVariable], read: Value) -> Optional[Value]:
+    """The list (outside the frame) the step read takes its item from.  Keras carries it as a loop
+    variable handed back unchanged; TF1's dynamic_rnn enters it as a loop invariant."""
+    read = matcher.src(read)
+    carried = [v.initial for v in inputs if v.body_input is read]
+    entered = [enter.operands[0] for enter in frame.invariants if enter.results[0] is read]
+    found = carried + entered
+    return forwarded_source(found[0]) if len(found) == 1 else None
 
 
 def _steps(matcher: _Matcher, frame: WhileFrame, counters: list[LoopVariable]) -> Optional[int]:
@@ -412,10 +474,10 @@ def _writes(ctx: LoweringContext, matcher: _Matcher, outputs: LoopVariable, time
     return None
 
 
-def _all_explained(matcher: _Matcher, frame: WhileFrame, gates: list[Value]) -> bool:
+def _all_explained(matcher: _Matcher, frame: WhileFrame, gates: list[PreActivation]) -> bool:
     """Every body op is part of the match, or computes a constant (weights sliced in the loop);
-    every gate pre-activation is a [batch, hidden] matrix."""
-    if any(len(matcher.dims(v) or ()) != 2 for v in gates):
+    every gate pre-activation is a [batch, hidden] matrix (picked columns of one are)."""
+    if any(len(matcher.dims(v) or ()) != 2 for v in gates if not isinstance(v, Linear)):
         return False
     return all(op in matcher.used or all(matcher.info.is_constant(v) for v in op.results) for op in frame.body_ops)
 
@@ -587,7 +649,7 @@ def _reset_before(m: _Matcher, candidate: Value, x: Value, h_prev: Value, width:
     return gated[0], (found[0], found[1], found[2], np.zeros(width)), 0
 
 
-def _gates(m: _Matcher, pre: list[Value], sources: tuple[Value, Value], width: Optional[int]
+def _gates(m: _Matcher, pre: list[PreActivation], sources: tuple[Value, Value], width: Optional[int]
            ) -> Optional[Weights]:
     """Stacked [W; R; Wb] of gate pre-activations that are each `x W + h R + b`."""
     if width is None:

@@ -28,22 +28,13 @@ reads the list inside the loop.  This module recognises that:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Mapping, Optional, Union
-
-import numpy as np
+from typing import Mapping, Optional
 
 from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.loop_counters import Count, count_iterations, count_value, past_carriers
 from compiler.backends.onnx.ops_tensor_list import static_count
-from compiler.backends.onnx.tf1_frames import ENTER_OR_IDENTITY, LoopVariable, WhileFrame, forwarded_source
-from compiler.ir.dtypes import DType
+from compiler.backends.onnx.tf1_frames import LoopVariable, WhileFrame, forwarded_source
 from compiler.ir.graph import Op, Value
-from compiler.rewrite.constants import const_array
-
-_ADDS = frozenset({"Add", "AddV2"})
-# How many times a loop runs, or how many items a list holds: a number known at export time, or the
-# tensor (before any Enter or identity) that holds it at run time.
-Count = Union[int, Value]
 
 
 @dataclass(frozen=True)
@@ -61,11 +52,10 @@ class ScannedList:
 
 def scanned_lists(ctx: LoweringContext, frame: WhileFrame) -> list[ScannedList]:
     """The frame's list variables that can be scan outputs (see the module docstring)."""
-    fixed = _invariants(frame)
-    counters = {v.merged: v for v in frame.variables if _is_counter(ctx, v, fixed)}
-    if not counters:
+    counting = count_iterations(ctx, frame)
+    if not counting.counters:
         return []
-    trips = _trip_count(ctx, frame.predicate, counters, fixed)
+    fixed, counters, trips = counting.fixed, counting.counters, counting.trips
     found = []
     for var in frame.variables:
         set_item = _only_set_item(var)
@@ -87,8 +77,8 @@ def _count(ctx: LoweringContext, initial: Value, fixed: Mapping[Value, Value]) -
     count = static_count(ctx, initial)
     if count is not None:
         return count
-    origin = _past_carriers(initial, fixed).op
-    return _limit(ctx, origin.operands[1], fixed) if origin.type == "TensorListReserve" else None
+    origin = past_carriers(initial, fixed).op
+    return count_value(ctx, origin.operands[1], fixed) if origin.type == "TensorListReserve" else None
 
 
 def _only_set_item(var: LoopVariable) -> Optional[Op]:
@@ -104,83 +94,3 @@ def _only_set_item(var: LoopVariable) -> Optional[Op]:
     if set_item.control_deps or set_item.control_users:
         return None
     return set_item
-
-
-def _invariants(frame: WhileFrame) -> dict[Value, Value]:
-    """Each loop-invariant variable's values in the loop -> its initial value.  (A TF2 `for i in
-    tf.range(n)` carries the range's limit and delta this way.)"""
-    fixed = {}
-    for var in frame.variables:
-        if var.invariant:
-            fixed[var.merged] = var.initial
-            if var.body_input is not None:
-                fixed[var.body_input] = var.initial
-    return fixed
-
-
-def _is_counter(ctx: LoweringContext, var: LoopVariable, fixed: Mapping[Value, Value]) -> bool:
-    """Starts at 0 and steps by 1: at iteration k it holds k."""
-    step = var.body_output.op
-    if step.type not in _ADDS or len(step.operands) != 2 or _number(ctx, var.initial) != 0:
-        return False
-    sources = [forwarded_source(v) for v in step.operands]
-    reads_itself = [i for i, v in enumerate(sources) if v in (var.body_input, var.merged)]
-    return len(reads_itself) == 1 and _number(ctx, step.operands[1 - reads_itself[0]], fixed) == 1
-
-
-def _trip_count(ctx: LoweringContext, predicate: Value, counters: dict[Value, LoopVariable],
-                fixed: Mapping[Value, Value]) -> Optional[Count]:
-    """How many times the loop runs, when its predicate is `counter < limit` tests joined by
-    LogicalAnd with limits known at export time (the smallest one), or all one run-time tensor."""
-    limits = _counter_limits(ctx, forwarded_source(predicate), counters, fixed)
-    if not limits:
-        return None
-    numbers = [n for n in limits if isinstance(n, int)]
-    if len(numbers) == len(limits):
-        return min(numbers)
-    return limits[0] if not numbers and all(n is limits[0] for n in limits) else None
-
-
-def _counter_limits(ctx: LoweringContext, value: Value, counters: dict[Value, LoopVariable],
-                    fixed: Mapping[Value, Value]) -> Optional[list[Count]]:
-    op = value.op
-    if op.type == "LogicalAnd" and len(op.operands) == 2:
-        parts = [_counter_limits(ctx, forwarded_source(v), counters, fixed) for v in op.operands]
-        return None if None in parts else [n for part in parts for n in part]  # type: ignore[union-attr]
-    if op.type == "Less" and len(op.operands) == 2 and forwarded_source(op.operands[0]) in counters:
-        limit = _limit(ctx, op.operands[1], fixed)
-        return None if limit is None or (isinstance(limit, int) and limit < 0) else [limit]
-    return None
-
-
-def _limit(ctx: LoweringContext, value: Value, fixed: Mapping[Value, Value]) -> Optional[Count]:
-    """A count known at export time, else the run-time scalar integer tensor it comes from."""
-    number = _number(ctx, value, fixed)
-    if number is not None:
-        return number
-    source = _past_carriers(value, fixed)
-    return source if source.dtype in (DType.INT32, DType.INT64) and source.shape.rank in (0, None) else None
-
-
-def _past_carriers(value: Value, fixed: Mapping[Value, Value]) -> Value:
-    """Where `value` comes from before the loop's invariants, Enters and identities."""
-    while True:
-        value = fixed.get(value, value)
-        if value.op.type not in ENTER_OR_IDENTITY or not value.op.operands:
-            return value
-        value = value.op.operands[0]
-
-
-def _number(ctx: LoweringContext, value: Value, fixed: Mapping[Value, Value] = MappingProxyType({})) -> Optional[int]:
-    """A scalar integer known at export time, looked for through Enters, identities and `fixed`
-    loop invariants."""
-    while True:
-        value = fixed.get(value, value)
-        found = const_array(value)
-        found = ctx.constant(value) if found is None else found
-        if found is not None:
-            arr = np.asarray(found)
-            return int(arr.reshape(())) if arr.size == 1 and arr.dtype.kind in "iu" else None
-        if value.op.type not in ENTER_OR_IDENTITY or not value.op.operands:
-            return None
-        value = value.op.operands[0]
