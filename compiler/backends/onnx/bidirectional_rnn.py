@@ -35,13 +35,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from compiler.backends.onnx.builder import GraphBuilder, Node, constant_ints
+from compiler.backends.onnx.builder import RUNS_TO_END, GraphBuilder, Node, constant_ints, slice_bounds
 from compiler.backends.onnx.ops_array import INT64_MIN
 
 _DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
 # Attributes each direction states for itself; the merged node lists the forward's, then the backward's.
 _PER_DIRECTION = frozenset({"activations", "activation_alpha", "activation_beta"})
-_LARGE = 1 << 62          # a Slice bound at least this far out runs to the end of its axis
 _SEQUENCE, _FINAL = "sequence", "final"   # every step's output [T, batch, H], the final state [batch, H]
 
 
@@ -146,10 +145,10 @@ def _direction_output(builder: GraphBuilder, tensor: str) -> Optional[DirectionO
 def _past_last_step(builder: GraphBuilder, tensor: str) -> str:
     """Through a Slice taking the last step of a one-step axis 0 (Y_h's), which changes nothing."""
     node = builder.producer(tensor)
-    if node is None or node.op_type != "Slice" or len(node.inputs) < 4:
+    bounds = None if node is None else slice_bounds(builder, node)
+    if bounds is None:
         return tensor
-    starts, ends, axes = (constant_ints(builder, name) for name in node.inputs[1:4])
-    steps = constant_ints(builder, node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else [1]
+    starts, ends, axes, steps = bounds
     whole = starts in ([-1], [0]) and ends is not None and ends[0] >= 1 and axes == [0] and steps == [1]
     return node.inputs[0] if whole else tensor
 
@@ -210,7 +209,7 @@ def _reversed_axes(builder: GraphBuilder, node: Node) -> Optional[set[int]]:
         return None
     if not len(starts) == len(ends) == len(axes) == len(steps):
         return None
-    if any(s != -1 and s < _LARGE for s in starts) or any(e > -_LARGE for e in ends) or any(s != -1 for s in steps):
+    if any(s != -1 and s < RUNS_TO_END for s in starts) or any(e > -RUNS_TO_END for e in ends) or any(s != -1 for s in steps):
         return None
     return set(axes)
 

@@ -307,6 +307,20 @@ def constant_ints(builder: GraphBuilder, name: str) -> Optional[list[int]]:
     return [int(v) for v in array]
 
 
+# A Slice bound at least this far out runs to the end of its axis.
+RUNS_TO_END = 1 << 62
+
+
+def slice_bounds(builder: GraphBuilder, node: Node) -> Optional[tuple[Optional[list[int]], ...]]:
+    """A Slice's constant (starts, ends, axes, steps), each None where not a constant vector, steps
+    [1] when omitted; None for a node that is not a Slice with axes given."""
+    if node.op_type != "Slice" or node.domain or len(node.inputs) < 4:
+        return None
+    starts, ends, axes = (constant_ints(builder, name) for name in node.inputs[1:4])
+    steps = constant_ints(builder, node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else [1]
+    return starts, ends, axes, steps
+
+
 def node_reads(node: Node) -> set[str]:
     """Every tensor name a node reads, including names its subgraphs read from outside."""
     names = {i for i in node.inputs if i}

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from compiler.backends.onnx.builder import GraphBuilder, Node, constant_ints
+from compiler.backends.onnx.builder import RUNS_TO_END, GraphBuilder, Node, constant_ints, slice_bounds
 
 _RECURRENT = frozenset({"LSTM", "GRU", "RNN"})
-_LARGE = 1 << 62          # a Slice end at least this far out runs to the end of its axis
 
 
 def read_last_steps(builder: GraphBuilder) -> int:
@@ -44,11 +43,11 @@ def read_last_steps(builder: GraphBuilder) -> int:
 def _last_step_of(builder: GraphBuilder, node: Node) -> Optional[tuple[Node, Node]]:
     """The Squeeze and the recurrent node when `node` is a Slice of a forward node's squeezed Y
     keeping only the last time step (axis 0, kept with length one: Y_h's [1, batch, hidden])."""
-    if node.op_type != "Slice" or node.domain or len(node.inputs) < 4:
+    bounds = slice_bounds(builder, node)
+    if bounds is None:
         return None
-    starts, ends, axes = (constant_ints(builder, name) for name in node.inputs[1:4])
-    steps = constant_ints(builder, node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else [1]
-    if starts != [-1] or ends is None or ends[0] < _LARGE or axes != [0] or steps != [1]:
+    starts, ends, axes, steps = bounds
+    if starts != [-1] or ends is None or ends[0] < RUNS_TO_END or axes != [0] or steps != [1]:
         return None
     squeeze = builder.producer(node.inputs[0])
     if squeeze is None or squeeze.op_type != "Squeeze" or len(squeeze.inputs) != 2:

@@ -4,7 +4,7 @@ A counter starts at 0 and steps by 1, so at iteration k it holds k.  A frame who
 `counter < limit` tests joined by LogicalAnd runs min(limits) times: a number known at export
 time, or one run-time tensor (a `map_fn` over a batch of unknown size).  `scan_outputs` uses
 this to collect a list as a Loop's scan output, and `ops_tf1_control` to give the Loop its trip
-count (`counted_loop`): the counters and the condition then need not be computed at all, since
+count (`runs_by_count`): the counters and the condition then need not be computed at all, since
 ONNX's Loop hands its body the iteration number.
 """
 from __future__ import annotations
@@ -44,21 +44,20 @@ def count_iterations(ctx: LoweringContext, frame: WhileFrame) -> IterationCount:
     return IterationCount(counters, trips, fixed)
 
 
-def counted_loop(ctx: LoweringContext, frame: WhileFrame) -> Optional[IterationCount]:
-    """The frame's count when a Loop can run it by trip count alone: the condition is only the
-    counter tests, it runs a known number of times (a scalar at run time), and no counter is read
-    after the loop or anywhere but its own condition test and step."""
-    counting = count_iterations(ctx, frame)
+def runs_by_count(ctx: LoweringContext, frame: WhileFrame, counting: IterationCount) -> bool:
+    """Whether a Loop can run the frame by trip count alone: the condition is only the counter
+    tests, it runs a known number of times (a scalar at run time), and no counter is read after
+    the loop or anywhere but its own condition test and step."""
     trips = counting.trips
     if trips is None or (isinstance(trips, Value) and ctx.rank(trips) != 0):
-        return None
+        return False
     condition = set(frame.cond_ops)
     for var in counting.counters.values():
         if var.exit is not None and var.exit.results[0].uses:
-            return None
+            return False
         if any(op is not var.switch and op not in condition for op, _ in var.merged.uses):
-            return None
-    return counting
+            return False
+    return True
 
 
 def invariants(frame: WhileFrame) -> dict[Value, Value]:

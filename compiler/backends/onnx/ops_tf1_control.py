@@ -22,7 +22,7 @@ from compiler.backends.onnx.builder import GraphBuilder, ValueSpec
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.loop_counters import Count, counted_loop
+from compiler.backends.onnx.loop_counters import Count, count_iterations, runs_by_count
 from compiler.backends.onnx.lowering import (Argument, bind_as_stored, cond_results, lower_bound_ops, lower_subgraph,
                                            outer_argument)
 from compiler.backends.onnx.ops_control import known_truth
@@ -73,9 +73,10 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
     if lower_recurrent(ctx, frame):
         return
     prefix = f"{ctx.prefix}{frame.name}/"
-    scanned = scanned_lists(ctx, frame)
-    counting = counted_loop(ctx, frame)
-    counters = list(counting.counters.values()) if counting is not None else []
+    counting = count_iterations(ctx, frame)
+    scanned = scanned_lists(ctx, frame, counting)
+    counted = runs_by_count(ctx, frame, counting)
+    counters = list(counting.counters.values()) if counted else []
     dropped = {s.variable.merged for s in scanned} | {v.merged for v in counters}
     carried = [v for v in frame.variables if not v.invariant and v.merged not in dropped]
     outer: dict[Value, Argument] = {e.results[0]: outer_argument(ctx, e.operands[0]) for e in frame.invariants}
@@ -83,7 +84,7 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
         if var.invariant:
             outer[var.merged] = outer[var.body_input] = outer_argument(ctx, var.initial)
     initial = {v.merged: outer_argument(ctx, v.initial) for v in carried}
-    if counting is None:
+    if not counted:
         trips, first = "", lower_bound_ops(ctx, frame.cond_ops, ctx.builder, prefix + "cond_first/",
                                            {**outer, **initial}, [frame.predicate])[0]
     else:
@@ -115,7 +116,7 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
                               [v.body_output for v in carried] + [s.item for s in scanned])
     results, items = results[:len(carried)], results[len(carried):]
     after = {v.merged: Argument(t, ctx.shape(v.merged)) for v, t in zip(carried, results)}
-    again = cond_in if counting is not None else lower_bound_ops(
+    again = cond_in if counted else lower_bound_ops(
         ctx, frame.cond_ops, body, prefix + "body/cond/", {**outer, **after}, [frame.predicate])[0]
     body.expose(again, ValueSpec(names.fresh(prefix + "body/cond_out"), TensorProto.BOOL, ()))
     _expose(ctx, body, results, [v.initial for v in carried], prefix + "body/out/")
@@ -137,7 +138,7 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
     ctx.stats["tf1_loops"] += 1
     if scanned:
         ctx.stats["scan_outputs"] += len(scanned)
-    if counting is not None:
+    if counted:
         ctx.stats["counted_loops"] += 1
 
 

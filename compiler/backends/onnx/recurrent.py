@@ -584,17 +584,15 @@ def _simple_rnn(m: _Matcher, x: Value, h_var: LoopVariable, written: Value) -> O
     h_new = m.src(h_var.body_output)
     if m.src(written) is not h_new:
         return None
-    for activation in _RNN_ACTIVATIONS:
-        pre = m.unary(h_new, activation)
-        if pre is not None:
-            break
-    else:
+    chosen = _Activations()
+    pre = chosen.match(m, h_new, "h")
+    if pre is None:
         return None
     found = _gates(m, [pre], (x, h_var.body_input), _width(m, h_var, pre))
     if found is None:
         return None
     w, r, b = found
-    return "RNN", (w, r, np.concatenate([b, np.zeros_like(b)])), [h_var], [pre], {"activations": [activation]}
+    return "RNN", (w, r, np.concatenate([b, np.zeros_like(b)])), [h_var], [pre], {"activations": [chosen.found["h"]]}
 
 
 def _is(m: _Matcher, value: Optional[Value], wanted: Value) -> Optional[Value]:

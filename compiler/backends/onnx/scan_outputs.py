@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from compiler.backends.onnx.context import LoweringContext
-from compiler.backends.onnx.loop_counters import Count, count_iterations, count_value, past_carriers
+from compiler.backends.onnx.loop_counters import Count, IterationCount, count_value, past_carriers
 from compiler.backends.onnx.ops_tensor_list import static_count
 from compiler.backends.onnx.tf1_frames import LoopVariable, WhileFrame, forwarded_source
 from compiler.ir.graph import Op, Value
@@ -50,9 +50,9 @@ class ScannedList:
         return self.set_item.operands[2]
 
 
-def scanned_lists(ctx: LoweringContext, frame: WhileFrame) -> list[ScannedList]:
-    """The frame's list variables that can be scan outputs (see the module docstring)."""
-    counting = count_iterations(ctx, frame)
+def scanned_lists(ctx: LoweringContext, frame: WhileFrame, counting: IterationCount) -> list[ScannedList]:
+    """The frame's list variables that can be scan outputs (see the module docstring), given how
+    it counts its iterations (`loop_counters.count_iterations`)."""
     if not counting.counters:
         return []
     fixed, counters, trips = counting.fixed, counting.counters, counting.trips
