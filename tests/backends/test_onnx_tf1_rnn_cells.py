@@ -141,6 +141,8 @@ def test_tf1_cells_become_one_recurrent_node_and_match_tf(build, counts):
     tf = pytest.importorskip("tensorflow")
     model, _ = _exported(tf, build)
     assert Counter(n.op_type for n in model.graph.node) == counts
+    produced = {out for node in model.graph.node for out in node.output}
+    assert all(info.name in produced for info in model.graph.value_info)  # none left for removed nodes
     recurrent = [n for n in model.graph.node if n.op_type in ("LSTM", "GRU")][0]
     if build is not _bidirectional_lstm:
         assert recurrent.output[0] == ""

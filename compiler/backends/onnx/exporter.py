@@ -108,6 +108,7 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     common = merge_common_nodes(builder)
     if common:
         ctx.stats["common_nodes"] += common
+        ctx.stats["pruned_nodes"] += builder.prune()  # (drops the merged nodes' value_info)
     long = onnx_model.long_vector(info.shape(v).dims for op in ops for v in op.results)
     model = onnx_model.finalize(onnx_model.assemble(builder, GRAPH_NAME), check, propagate_data=not long)
     model, completed = complete_qdq(model, check)
