@@ -57,13 +57,16 @@ def test_tf1_cond_and_while_become_if_and_loop_and_match_tf(at_o2: bool):
 
 @pytest.mark.parametrize("at_o2", [False, True])
 def test_keras_rnn_exports_as_four_loops_without_sequences_and_matches_tf(at_o2: bool, monkeypatch):
-    """The Loop form, with the LSTM/GRU matcher off (its fused form: test_onnx_recurrent.py)."""
+    """The Loop form, with the LSTM/GRU matcher off (its fused form: test_onnx_recurrent.py).  At -O2
+    each loop's trip count is a constant, its body reads step t of the input and its carried values
+    keep one static shape (SimpleRNN's list of outputs, written in place, too), so each is a Scan."""
     from compiler.backends.onnx import ops_tf1_control
 
     monkeypatch.setattr(ops_tf1_control, "lower_recurrent", lambda ctx, frame: False)
     model, onnx_model = exported("keras_rnn", at_o2)
     types = op_types(onnx_model)
-    assert types["Loop"] == 4  # LSTM, GRU forward and backward, SimpleRNN
+    assert types["Loop"] + types["Scan"] == 4  # LSTM, GRU forward and backward, SimpleRNN
+    assert types["Scan"] == (4 if at_o2 else 0)
     assert not [t for t in types if t.startswith("Sequence") or t.startswith("TensorList")]
     assert_matches_tf(model, onnx_model)
 

@@ -149,20 +149,23 @@ def test_tf1_cells_become_one_recurrent_node_and_match_tf(build, counts):
 
 
 @pytest.mark.tf
-def test_a_cell_onnx_cannot_hold_is_a_loop_run_by_its_trip_count():
-    """A projected LSTM stays a Loop.  Its condition only tests the two counters dynamic_rnn keeps
+def test_a_cell_onnx_cannot_hold_is_one_scan_over_the_steps():
+    """A projected LSTM stays a loop.  Its condition only tests the two counters dynamic_rnn keeps
     (time, and the iteration count against maximum_iterations), so the Loop gets trip count 5, no
-    condition, and no counters: the step is read at the Loop's own iteration number, and each
-    step's output is a scan output."""
+    condition and no counters, and reads step t of the input at its iteration number t: that is
+    a Scan over the input's 5 steps.  The Scan reads the batch-major input along axis 1 and writes
+    its every-step output along axis 1, so neither of dynamic_rnn's time-major Transposes is left."""
     tf = pytest.importorskip("tensorflow")
     model, stats = _exported(tf, _projected_lstm)
-    loop = [n for n in model.graph.node if n.op_type == "Loop"][0]
-    trips = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}[loop.input[0]]
-    assert int(trips) == 5 and loop.input[1] == "" and stats["counted_loops"] == 1
-    body = Counter(n.op_type for n in loop.attribute[0].g.node)
-    assert body == {"Gather": 1, "Concat": 1, "Gemm": 2, "Split": 1, "Add": 2, "Sigmoid": 3, "Tanh": 2, "Mul": 3,
-                    "Identity": 2}  # the condition passed on, the projected h both carried and scanned
-    assert len(loop.attribute[0].g.input) == 4  # iteration, condition, c, h
+    assert [n.op_type for n in model.graph.node] == ["Scan"]
+    assert stats["counted_loops"] == 1 and stats["loops_as_scans"] == 1
+    scan = model.graph.node[0]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in scan.attribute}
+    assert attrs["num_scan_inputs"] == 1 and attrs["scan_input_axes"] == [1] and attrs["scan_output_axes"] == [1]
+    body = Counter(n.op_type for n in attrs["body"].node)
+    assert body == {"Concat": 1, "Gemm": 2, "Split": 1, "Add": 2, "Sigmoid": 3, "Tanh": 2, "Mul": 3,
+                    "Identity": 1}  # the projected h both carried and scanned
+    assert [len(attrs["body"].input), len(attrs["body"].output)] == [3, 3]  # c, h, step x; c, h, step out
 
 
 @pytest.mark.tf

@@ -165,6 +165,15 @@ class GraphBuilder:
             if self._producers.get(out) is node:
                 del self._producers[out]
 
+    def substitute(self, old: Node, new: Node) -> None:
+        """Put `new` in `old`'s place, producing what it produced (a peephole respelling a node)."""
+        self.nodes[self.nodes.index(old)] = new
+        for out in old.outputs:
+            if self._producers.get(out) is old:
+                del self._producers[out]
+        for out in new.outputs:
+            self._producers[out] = new
+
     def drop_output(self, node: Node, tensor: str) -> None:
         """Stop `node` computing its optional output `tensor`, which nothing reads any more."""
         node.outputs = ["" if out == tensor else out for out in node.outputs]

@@ -58,6 +58,9 @@ class LoweringContext:
         self.preferred: dict[Value, Perm] = {}
         self._constants: dict[tuple[Value, Perm], str] = {}
         self._converted: dict[tuple[str, Perm, Perm], str] = {}
+        # The type and stored shape of each tensor bound to a value or converted from one, for
+        # peepholes on the finished graph (value_info holds only what was annotated).
+        self.described: dict[str, ValueSpec] = {}
         # Narrow integer tensors (TF's int32 indices, sizes) cast from an int64 one whose values fit.
         self._wide: dict[str, str] = {}
 
@@ -103,11 +106,19 @@ class LoweringContext:
         self._bound[value] = Lowered(tensor, perm)
         if not describe:
             return
-        dims = self.shape(value).dims
+        spec = self._describe(value, tensor, perm)
+        if spec is not None and self.builder.producer(tensor) is not None and tensor not in self.builder.value_info:
+            self.builder.annotate(spec)
+
+    def _describe(self, value: Value, tensor: str, perm: Perm) -> Optional[ValueSpec]:
+        """Record `tensor`'s type and stored shape, holding `value` in layout `perm`."""
         elem = onnx_type(self.dtype(value))
-        if elem and self.builder.producer(tensor) is not None and tensor not in self.builder.value_info:
-            stored = None if dims is None else layout.physical_dims(dims, perm)
-            self.builder.annotate(ValueSpec(tensor, elem, stored))
+        if not elem:
+            return None
+        dims = self.shape(value).dims
+        spec = ValueSpec(tensor, elem, None if dims is None else layout.physical_dims(dims, perm))
+        self.described.setdefault(tensor, spec)
+        return spec
 
     def bind_constant_tensor(self, value: Value, tensor: str) -> None:
         """A constant that already has a tensor (a function argument fed from outside)."""
@@ -142,6 +153,7 @@ class LoweringContext:
                     raise OnnxExportError(f"value '{value.name}' has rank {len(dims)}, but a lowering "
                                           f"stores or reads it in a rank-{len(wanted)} layout")
             self._converted[key] = layout.convert(self, found.tensor, found.perm, perm, dims)
+            self._describe(value, self._converted[key], perm)
         return self._converted[key]
 
     def narrowed(self, narrow: str, wide: str) -> str:

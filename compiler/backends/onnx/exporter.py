@@ -27,6 +27,7 @@ from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES
 from compiler.backends.onnx.errors import OnnxExportError
 from compiler.backends.onnx.export_rewrites import rewrite_for_export
 from compiler.backends.onnx.last_steps import read_last_steps
+from compiler.backends.onnx.loop_scans import loops_as_scans
 from compiler.backends.onnx.lowering import lower_ops
 from compiler.backends.onnx.opset import DEFAULT_OPSET, check_opset
 from compiler.backends.onnx.qdq_weights import complete_qdq
@@ -104,6 +105,10 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     last_steps = read_last_steps(builder)
     if last_steps:
         ctx.stats["rnn_last_steps"] += last_steps
+        ctx.stats["pruned_nodes"] += builder.prune()
+    scans = loops_as_scans(builder, ctx.described)
+    if scans:
+        ctx.stats["loops_as_scans"] += scans
         ctx.stats["pruned_nodes"] += builder.prune()
     common = merge_common_nodes(builder)
     if common:

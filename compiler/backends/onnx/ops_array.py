@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 from onnx import TensorProto
 
-from compiler.backends.onnx import layout, opset, repeat_resize
+from compiler.backends.onnx import layout, opset, repeat_resize, shape_terms
 from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES, bind_complex, complex_operand, pad_complex
 from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type, ort_computes
@@ -84,8 +84,30 @@ def _reshape(ctx: LoweringContext, op: Op) -> None:
         # every size known but one (a dynamic batch): that one follows from the element count
         target = ctx.ints([-1 if d is None else d for d in dims], f"{op.name}/shape")
     else:
-        target = int64_operand(ctx, op, 1)
+        target = _copying_target(ctx, op) or int64_operand(ctx, op, 1)
     ctx.bind(op.results[0], ctx.emit1(op, "Reshape", [x, target]))
+
+
+def _copying_target(ctx: LoweringContext, op: Op) -> Optional[str]:
+    """A run-time target whose unknown elements are the reshaped tensor's own sizes at the same
+    axes, as a constant with 0 there: ONNX's Reshape copies the input's size for a 0.  TF1's
+    flatten builds `concat([shape(x)[:1], [-1]])` at run time (six ONNX nodes); this is none.
+    A constant 0 in the target is a size of 0 to TF, so such a target is left as it is."""
+    elements = shape_terms.terms(ctx, op.operands[1])
+    if elements is None:
+        return None
+    target = []
+    for axis, element in enumerate(elements):
+        if not isinstance(element, shape_terms.Term):
+            if element == 0:
+                return None
+            target.append(int(element))
+        elif element.size and element.value is op.operands[0] and element.axis == axis \
+                and (element.factor, element.offset) == (1, 0):
+            target.append(0)
+        else:
+            return None
+    return ctx.ints(target, f"{op.name}/copied_shape") if 0 in target else None
 
 
 def _alias_if_unchanged(ctx: LoweringContext, op: Op) -> bool:

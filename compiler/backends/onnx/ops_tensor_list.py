@@ -110,6 +110,27 @@ def static_count(ctx: LoweringContext, value: Value) -> Optional[int]:
     return None
 
 
+def kept_dense_shape(ctx: LoweringContext, initial: Value, passed: Value, start: Value) -> Optional[tuple[int, ...]]:
+    """The dense tensor's shape of a list carried round a loop when it keeps that shape: the list
+    `initial` is Reserved with a known count and item shape, and `passed` (the next iteration's
+    list) comes from `start` (this iteration's) only through writes that cannot grow it."""
+    origin = list_origin(initial)
+    if origin is None or origin.type != "TensorListReserve":
+        return None
+    shape, count = _reserved(ctx, origin)
+    if count is None or any(d < 0 for d in shape):
+        return None
+    seen: set[Value] = set()
+    while passed is not start:
+        op = passed.op
+        writes = op.type == "TensorListSetItem" and not op.attr("resize_if_index_out_of_bounds", False)
+        if passed in seen or not op.operands or not (writes or op.type in LIST_CARRIERS):
+            return None
+        seen.add(passed)
+        passed = op.operands[0]
+    return (count, *shape)
+
+
 @lowers("TensorListFromTensor", "TensorListStack")
 def _alias(ctx: LoweringContext, op: Op) -> None:
     """The dense tensor already is the list, and the list its stacked tensor."""

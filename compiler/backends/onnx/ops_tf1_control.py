@@ -13,7 +13,7 @@ instead (`recurrent.py`).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 from onnx import TensorProto
@@ -26,7 +26,7 @@ from compiler.backends.onnx.loop_counters import Count, count_iterations, runs_b
 from compiler.backends.onnx.lowering import (Argument, bind_as_stored, cond_results, lower_bound_ops, lower_subgraph,
                                            outer_argument)
 from compiler.backends.onnx.ops_control import known_truth
-from compiler.backends.onnx.ops_tensor_list import list_element_dtype
+from compiler.backends.onnx.ops_tensor_list import kept_dense_shape, list_element_dtype
 from compiler.backends.onnx.recurrent import lower_recurrent
 from compiler.backends.onnx.registry import lowers
 from compiler.backends.onnx.scan_outputs import scanned_lists
@@ -106,7 +106,8 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
         if var.body_input is not None:
             inside[var.body_input] = inside[var.merged]
     for var in carried:
-        spec = ValueSpec(names.fresh(f"{prefix}body/in/{var.merged.name}"), element_type(ctx, var.initial))
+        spec = ValueSpec(names.fresh(f"{prefix}body/in/{var.merged.name}"), element_type(ctx, var.initial),
+                         _fixed_dims(ctx, var))
         body.add_input(spec)
         inside[var.merged] = Argument(spec.name, ctx.shape(var.merged))
         if var.body_input is not None:
@@ -140,6 +141,18 @@ def lower_while(ctx: LoweringContext, frame: WhileFrame) -> None:
         ctx.stats["scan_outputs"] += len(scanned)
     if counted:
         ctx.stats["counted_loops"] += 1
+
+
+def _fixed_dims(ctx: LoweringContext, var: LoopVariable) -> Optional[tuple[int, ...]]:
+    """A carried value's stored shape when it is the same on every iteration, declared on the body
+    input: a Scan holds its states in buffers of one shape (loop_scans turns only such Loops into
+    Scans).  A tensor's is its Merge's static shape, which joins the initial value's shape with
+    each next one's; a TensorList's, its dense tensor's when no write can grow it."""
+    if ctx.dtype(var.merged) == DType.VARIANT:
+        start = var.body_input if var.body_input is not None else var.merged
+        return kept_dense_shape(ctx, var.initial, var.body_output, start)
+    shape = ctx.shape(var.merged)
+    return tuple(shape.dims) if shape.is_fully_defined else None  # type: ignore[arg-type]
 
 
 def _trip_tensor(ctx: LoweringContext, trips: Count, prefix: str) -> str:
