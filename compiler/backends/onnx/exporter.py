@@ -98,22 +98,7 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
     for value in out_values:
         _expose_output(ctx, value)
     ctx.stats["pruned_nodes"] += builder.prune()
-    merged = merge_bidirectional(builder)
-    if merged:
-        ctx.stats["bidirectional_rnn"] += merged
-        ctx.stats["pruned_nodes"] += builder.prune()
-    last_steps = read_last_steps(builder)
-    if last_steps:
-        ctx.stats["rnn_last_steps"] += last_steps
-        ctx.stats["pruned_nodes"] += builder.prune()
-    scans = loops_as_scans(builder, ctx.described)
-    if scans:
-        ctx.stats["loops_as_scans"] += scans
-        ctx.stats["pruned_nodes"] += builder.prune()
-    common = merge_common_nodes(builder)
-    if common:
-        ctx.stats["common_nodes"] += common
-        ctx.stats["pruned_nodes"] += builder.prune()  # (drops the merged nodes' value_info)
+    _run_peepholes(ctx, builder)
     long = onnx_model.long_vector(info.shape(v).dims for op in ops for v in op.results)
     model = onnx_model.finalize(onnx_model.assemble(builder, GRAPH_NAME), check, propagate_data=not long)
     model, completed = complete_qdq(model, check)
@@ -122,6 +107,20 @@ def export_with_report(graph: Graph, inputs: Sequence[str], outputs: Sequence[st
         model, fused = to_qoperator(model, check, standard_only=quant_format == "qlinear")
         ctx.stats.update({f"{quant_format}_{name}": count for name, count in fused.items()})
     return ExportResult(model, ExportReport.from_model(model, ctx.stats))
+
+
+def _run_peepholes(ctx: LoweringContext, builder: GraphBuilder) -> None:
+    """The peepholes on the finished graph, in order, each counted under its statistic and followed
+    by a prune when it changed something: what it bypassed or merged leaves dead nodes, and their
+    value_info, behind."""
+    peepholes = (("bidirectional_rnn", merge_bidirectional), ("rnn_last_steps", read_last_steps),
+                 ("loops_as_scans", lambda graph: loops_as_scans(graph, ctx.described)),
+                 ("common_nodes", merge_common_nodes))
+    for statistic, peephole in peepholes:
+        found = peephole(builder)
+        if found:
+            ctx.stats[statistic] += found
+            ctx.stats["pruned_nodes"] += builder.prune()
 
 
 def _resolve(graph: Graph, names: Sequence[str], role: str) -> list[Value]:

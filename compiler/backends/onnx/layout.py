@@ -183,6 +183,11 @@ def convert(ctx: "LoweringContext", tensor: str, src: Perm, dst: Perm, logical: 
 DETOUR_ELEMENTS = 4096
 
 
+def known_elements(dims: Sequence[Optional[int]]) -> int:
+    """The product of the known extents: a lower bound on the element count."""
+    return int(np.prod([extent for extent in dims if extent is not None], dtype=np.int64))
+
+
 def moves_one_axis(perm: Sequence[int]) -> bool:
     """Whether `perm` moves at most one axis, the others keeping their order: onnxruntime copies
     such a Transpose in contiguous runs, and any other one element by element."""
@@ -197,8 +202,7 @@ def _unit_axes_detour(stored: Sequence[Optional[int]],
     (one axis moved) and where the unit axes go back.  [2, 561, 187, 1] to [2, 1, 187, 561]
     takes onnxruntime 1.32 459 us as one Transpose and 48 us this way."""
     units = [axis for axis, extent in enumerate(stored) if extent == 1]
-    known = int(np.prod([extent for extent in stored if extent is not None], dtype=np.int64))
-    if not units or known < DETOUR_ELEMENTS or moves_one_axis(transpose):
+    if not units or known_elements(stored) < DETOUR_ELEMENTS or moves_one_axis(transpose):
         return None
     kept = [axis for axis in range(len(stored)) if axis not in units]
     moved = [kept.index(axis) for axis in transpose if axis not in units]

@@ -122,8 +122,7 @@ def _through_trailing_units(ctx: LoweringContext, op: Op, r: Reduction) -> tuple
         return r.stored, []
     if r.keep:
         return r.stored + tail, []
-    known = int(np.prod([d for d in stored_dims if d is not None], dtype=np.int64))
-    if known < layout.DETOUR_ELEMENTS:
+    if layout.known_elements(stored_dims) < layout.DETOUR_ELEMENTS:
         return r.stored, []
     return r.stored + tail, [a - len(r.stored) for a in tail]
 
