@@ -59,3 +59,23 @@ def test_reverse_keeps_the_shape() -> None:
     x = b.input("x", [None, 7, 2])
     out = b("ReverseV2", x, b.const(np.asarray([1], np.int32)), Tidx=DType.INT32)
     assert analyze(list(b.graph), {}).shape(out) == Shape((None, 7, 2))
+
+
+def test_a_class_token_tiled_over_a_dynamic_batch_keeps_the_rank() -> None:
+    """ViT's `concat([tile(cls, [batch, 1, 1]), patches], 1)` with the batch read by Shape: the
+    Tile keeps the sizes its multiples know, and the join takes its rank from either part."""
+    b = Builder()
+    patches = b.input("x", [None, 16, 32])
+    batch = b("StridedSlice", b("Shape", patches, out_type=DType.INT32),
+              *(b.const(np.asarray(v, np.int32)) for v in ([0], [1], [1])), Index=DType.INT32, begin_mask=0,
+              end_mask=0, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=1)
+    one = b.const(np.int32(1))
+    tiled = b("Tile", b.const(np.zeros((1, 1, 32), np.float32)), b("Pack", batch, one, one, N=3, axis=0),
+              Tmultiples=DType.INT32)
+    joined = b("ConcatV2", tiled, patches, b.const(np.int32(1)), N=2, Tidx=DType.INT32)
+    assert _shape_of(b, tiled) == (None, 1, 32)
+    assert _shape_of(b, joined) == (None, 17, 32)
+    b = Builder()
+    unknown = b("ConcatV2", b.input("a", None), b.input("c", [None, 3]), b.const(np.int32(1)), N=2,
+                Tidx=DType.INT32)
+    assert _shape_of(b, unknown) == (None, None)  # the joined axis needs every part's size

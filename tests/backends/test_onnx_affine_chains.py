@@ -93,6 +93,24 @@ def test_constants_that_cannot_combine_leave_the_chain_alone():
     assert not find_chains(b.graph)
 
 
+def test_an_attention_mask_keeps_its_small_bias():
+    """`bias + (1 - mask) * -1e9` (T5's decoder): folded, B = bias - 1e9 rounds the bias away
+    where the mask is 1; op by op the bias is added to an exact 0 and comes out exact."""
+    b = Builder()
+    mask = b.input("x", [2, 1, 4, 4])
+    bias = RNG.uniform(-1, 1, (1, 2, 4, 4)).astype(np.float32)
+    scores = b("AddV2", b.const(bias), b("Mul", b("Sub", b.const(np.float32(1)), mask), b.const(np.float32(-1e9))))
+    assert not find_chains(b.graph)
+    feed = np.tril(np.ones((4, 4), np.float32))[None, None].repeat(2, 0)
+    got = run_onnx(export_with_report(b.graph, ["x"], [scores.name]).model, {"x": feed}, [scores.name])[scores.name]
+    np.testing.assert_array_equal(got[:, :, np.tril_indices(4)[0], np.tril_indices(4)[1]],
+                                  np.broadcast_to(bias, got.shape)[:, :, np.tril_indices(4)[0], np.tril_indices(4)[1]])
+    b = Builder()
+    x = b.input("x", [2, 3])
+    b("AddV2", b("Mul", b("Sub", b.const(np.float32(1)), x), b.const(np.float32(-4))), b.const(_floats(3)))
+    assert len(find_chains(b.graph)) == 1  # terms of like size still combine
+
+
 @pytest.mark.tf
 def test_keras_preprocessing_frozen_matches_tf():
     keras = keras_seeded(10)

@@ -180,6 +180,29 @@ def test_an_add_read_in_tf_order_converts_only_its_permuted_operand():
                                   Interpreter(b.graph).run(feed, [out.name])[out.name])
 
 
+def test_attention_scores_stay_in_tf_order_past_a_permuted_bias():
+    """T5's self-attention over a dynamic length: scores = q @ k^T + bias, the bias a Transpose of
+    a [q, k, heads] lookup. The softmax's reader, a batched matmul, wants TF order, so the sum is
+    computed in it and only the bias is converted; following the bias's order would convert the
+    scores, softmax over a middle axis and convert back."""
+    b = Builder()
+    q, k = b.input("q", [None, 2, None, 4]), b.input("k", [None, 2, None, 4])
+    bias = b("ExpandDims", b("Transpose", b.input("bias", [None, None, 2]), b.const(np.asarray([2, 0, 1], np.int32)),
+                             Tperm=DType.INT32), b.const(np.int32(0)), Tdim=DType.INT32)
+    scores = b("AddV2", b("BatchMatMulV2", q, k, adj_x=False, adj_y=True), bias)
+    out = b("BatchMatMulV2", b("Softmax", scores), k, adj_x=False, adj_y=False)
+    result = export_with_report(b.graph, ["q", "k", "bias"], [out.name])
+    assert result.report.op_counts["Transpose"] == 2  # the bias, and k for its adjoint
+    softmax = next(n for n in result.model.graph.node if n.op_type == "Softmax")
+    assert [a.i for a in softmax.attribute if a.name == "axis"] in ([], [-1], [3])
+    rng = np.random.default_rng(16)
+    feed = {"q": rng.standard_normal((2, 2, 5, 4)).astype(np.float32),
+            "k": rng.standard_normal((2, 2, 5, 4)).astype(np.float32),
+            "bias": rng.standard_normal((5, 5, 2)).astype(np.float32)}
+    np.testing.assert_allclose(run_onnx(result.model, feed)[out.name],
+                               Interpreter(b.graph).run(feed, [out.name])[out.name], rtol=1e-5, atol=1e-6)
+
+
 def test_squeeze_excitation_pools_without_reshaping():
     """Keras' SE block: Mean over H, W (dims dropped), Reshape to [N, 1, 1, C], 1x1 conv.  The
     global pool's Squeeze and the reshapes read as a Reshape into the conv's NCHW input, to the

@@ -61,15 +61,18 @@ def _expand_dims(facts: OpFacts) -> Optional[list[Shape]]:
 
 
 def _concat(shapes: list[Shape], axis: Optional[int]) -> Shape:
-    if axis is None or any(s.dims is None for s in shapes) or not shapes:
+    """Every part has the join's rank, so one part of known rank gives it; sizes come from
+    the parts that know them (the joined axis only when every part does)."""
+    known = [s.dims for s in shapes if s.dims is not None]
+    if axis is None or not known:
         return UNKNOWN_SHAPE
-    rank = len(shapes[0].dims)  # type: ignore[arg-type]
+    rank = len(known[0])
     at = normalize_axis(axis, rank)
     out = []
     for i in range(rank):
-        column = [s.dims[i] for s in shapes]  # type: ignore[index]
+        column = [dims[i] for dims in known]
         if i == at:
-            out.append(None if None in column else sum(column))  # type: ignore[arg-type]
+            out.append(None if None in column or len(known) < len(shapes) else sum(column))  # type: ignore
         else:
             out.append(next((d for d in column if d is not None), None))
     return Shape(tuple(out))
@@ -486,10 +489,15 @@ def _range(facts: OpFacts) -> Optional[list[Shape]]:
 
 @shape_rule("Tile")
 def _tile(facts: OpFacts) -> Optional[list[Shape]]:
-    dims, multiples = facts.dims(0), facts.ints(1)
-    if dims is None or multiples is None:
+    """The input's rank; a size where both it and its multiple are known (a batch read with
+    Shape leaves its multiple unknown)."""
+    dims = facts.dims(0)
+    if dims is None:
         return None
-    return [Shape(tuple(None if d is None else d * m for d, m in zip(dims, multiples)))]
+    multiples = facts.known_ints(1)
+    if multiples is None or len(multiples) != len(dims):  # TF refuses the latter at run time
+        multiples = [None] * len(dims)
+    return [Shape(tuple(None if d is None or m is None else d * m for d, m in zip(dims, multiples)))]
 
 
 @shape_rule("Split")

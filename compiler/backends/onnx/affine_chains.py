@@ -10,7 +10,11 @@ two, or Add then Sub to one Add.
 
 Numbers: A and B are computed in float64 and rounded once to the chain's type,
 so the result differs from the op-by-op evaluation by rounding only (a few
-units in the last place of the terms' magnitude).  Only the chain's last value
+units in the last place of the terms' magnitude).  B sums one term per shift,
+each scaled by the steps after it; a chain is kept when one term would dwarf
+another in B.  Attention masks are `bias + (1 - mask) * -1e9`: folded, the
+bias (about 0.1) would be added to -1e9 and lost where the mask is 1, while
+op by op it is added to an exact 0.  Only the chain's last value
 is visible outside it: every intermediate must be read by the next op alone,
 unnamed and without control edges.  The new Add (or Mul) takes the last op's name.
 """
@@ -29,6 +33,7 @@ from compiler.rewrite.edit import add_const, erase_dead, take_over
 _TYPES = (DType.FLOAT, DType.DOUBLE, DType.HALF)
 _AFFINE = frozenset({"Mul", "Add", "AddV2", "Sub", "RealDiv", "Div"})
 _LARGEST = 1 << 20  # elements in a combined constant; bigger ones are weights, not preprocessing
+_DWARFED = 128.0  # a term this many times smaller than B keeps under 17 of float32's 24 bits in it
 
 
 @dataclass
@@ -89,34 +94,45 @@ def find_chains(graph: Graph, named: Collection[str] = ()) -> list[list[Step]]:
 
 
 def _combined(chain: list[Step]) -> Optional[tuple[np.ndarray, np.ndarray]]:
-    """(A, B) when the constants broadcast together and A, B come out finite; None otherwise
-    (constants that do not fit fail at run time in TF: such a chain is left for it to refuse)."""
+    """(A, B) when the constants broadcast together, A and B come out finite and no shift is
+    dwarfed in B; None otherwise (constants that do not fit fail at run time in TF: such a
+    chain is left for it to refuse)."""
     try:
         with np.errstate(all="ignore"):
-            scale, shift = _affine(chain)
+            scale, terms = _affine(chain)
+            shift = sum(terms, np.zeros(()))
         np.broadcast_shapes(scale.shape, shift.shape)
     except ValueError:
         return None
-    return (scale, shift) if np.isfinite(scale).all() and np.isfinite(shift).all() else None
+    if not (np.isfinite(scale).all() and np.isfinite(shift).all()) or _dwarfs_a_term(shift, terms):
+        return None
+    return scale, shift
 
 
-def _affine(chain: list[Step]) -> tuple[np.ndarray, np.ndarray]:
-    """(A, B) with chain(x) = x * A + B, in float64."""
-    scale, shift = np.ones(()), np.zeros(())
+def _affine(chain: list[Step]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(A, [B's terms]) with chain(x) = x * A + sum(terms), in float64: one term per shift."""
+    scale, terms = np.ones(()), []
     for step in chain:
         c = step.constant.astype(np.float64)
         kind = step.op.type
         if kind == "Mul":
-            scale, shift = scale * c, shift * c
+            scale, terms = scale * c, [t * c for t in terms]
         elif kind in ("RealDiv", "Div"):
-            scale, shift = scale / c, shift / c
+            scale, terms = scale / c, [t / c for t in terms]
         elif kind in ("Add", "AddV2"):
-            shift = shift + c
+            terms.append(c)
         elif step.at == 0:  # x - c
-            shift = shift - c
+            terms.append(-c)
         else:  # c - x
-            scale, shift = -scale, c - shift
-    return scale, shift
+            scale, terms = -scale, [-t for t in terms] + [c]
+    return scale, terms
+
+
+def _dwarfs_a_term(shift: np.ndarray, terms: list[np.ndarray]) -> bool:
+    """Whether a nonzero term is so much smaller than B that rounding B would lose it."""
+    largest = float(np.max(np.abs(shift), initial=0.0))
+    return any(0 < peak < largest / _DWARFED
+               for peak in (float(np.max(np.abs(t), initial=0.0)) for t in terms))
 
 
 def _ops_needed(scale: np.ndarray, shift: np.ndarray) -> list[str]:

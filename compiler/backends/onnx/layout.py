@@ -142,6 +142,11 @@ def preferred_layouts(ops: Sequence[Op], roles: Mapping[str, str], rank: Callabl
 _NO_VOTE = ("no vote",)
 # Readers that take their operand in TF order whatever its layout: they vote for it.
 _READ_IN_TF_ORDER = frozenset(("Reshape",))
+# Batched matmuls read an operand in TF order unless its adjoint flag asks for the last two
+# axes swapped. Their vote keeps attention scores in TF order from the product through the
+# softmax to the next product, instead of following a small permuted bias added on the way.
+_BATCH_MATMULS = frozenset(("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"))
+_ADJOINT_FLAGS = ("adj_x", "adj_y")
 
 
 def _wanted(user: Op, index: int, role: Optional[str], own: int, prefs: Mapping[Value, Perm],
@@ -151,6 +156,8 @@ def _wanted(user: Op, index: int, role: Optional[str], own: int, prefs: Mapping[
         return channels_first(own) if wants else _NO_VOTE
     if user.type in _READ_IN_TF_ORDER and index == 0:
         return None
+    if user.type in _BATCH_MATMULS and index < 2:
+        return _NO_VOTE if user.attr(_ADJOINT_FLAGS[index], False) else None
     if role == AGNOSTIC and user.results and rank(user.results[0]) == own:
         return prefs.get(user.results[0], _NO_VOTE)
     if role == ALIAS and index < len(user.results):
