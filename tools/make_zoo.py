@@ -1,12 +1,14 @@
 #!/usr/bin/env python
 """Build the model zoo and measure gttc against TensorFlow and tf2onnx on every model.
 
-    python tools/make_zoo.py [--models a,b] [--families layers,tf1,apps,trained] [--report docs/ZOO.md]
+    python tools/make_zoo.py [--models a,b] [--families layers,tf1,apps,trained,hub] [--report docs/ZOO.md]
                              [--repeats N] [--merge] [--list]
 
 The zoo is Keras-3 applications (weights=None), small models mixing common
-Keras layers, TF1-style graphs (tf.compat.v1, control flow v1), and trained
-models pip packages ship (tools/zoo_trained.py; not built unless installed).  Each is
+Keras layers, TF1-style graphs (tf.compat.v1, control flow v1), trained
+models pip packages ship (tools/zoo_trained.py) and keras-hub's transformer and
+vision backbones (tools/zoo_hub.py); the last two are not built unless their
+packages are installed.  Each is
 frozen once and cached under `.cache/zoo/` (GraphDef, reference feeds and
 TensorFlow's outputs, written by tools/make_fixtures.write).  Then, per model,
 in this process:
@@ -43,12 +45,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from tools import zoo_trained  # noqa: E402
+from tools import zoo_hub, zoo_trained  # noqa: E402
 from tools.make_fixtures import Fixture, _big_keras, _he, _keras_fixture, seed_everything  # noqa: E402
 
 ZOO_CACHE = Path(os.environ.get("GTTC_ZOO_CACHE", ROOT / ".cache" / "zoo"))
 TOLERANCE = 1e-4  # max|err| / max|ref| a conversion must stay within to count as matching TF
-FAMILIES = ("layers", "tf1", "apps", "trained")
+FAMILIES = ("layers", "tf1", "apps", "trained", "hub")
 
 
 @dataclass(frozen=True)
@@ -400,7 +402,8 @@ def _tf1_models() -> list[ZooModel]:
 def zoo() -> dict[str, ZooModel]:
     """Every zoo model by name, families in FAMILIES order (the report's row order)."""
     models = _layer_models() + _tf1_models() + _app_models() + [
-        ZooModel(name, "trained", build) for name, build in zoo_trained.BUILDERS.items()]
+        ZooModel(name, "trained", build) for name, build in zoo_trained.BUILDERS.items()] + [
+        ZooModel(name, "hub", build) for name, build in zoo_hub.BUILDERS.items()]
     order = {family: i for i, family in enumerate(FAMILIES)}
     return {m.name: m for m in sorted(models, key=lambda m: order[m.family])}
 
@@ -510,7 +513,9 @@ def measure(entry: ZooModel, repeats: int) -> Row:
     theirs, row.tf2onnx = _run_onnx(theirs_model, failure, model)
     row.gttc_nodes = _node_count(exported)
     row.tf2onnx_nodes = _node_count(theirs_model)
-    row.gttc_ms, row.tf2onnx_ms = _latencies([ours, theirs], model.feeds, repeats)
+    ran = [runner if not outcome.failure else None  # a session that loads but fails to run is not timed
+           for runner, outcome in ((ours, row.onnx), (theirs, row.tf2onnx))]
+    row.gttc_ms, row.tf2onnx_ms = _latencies(ran, model.feeds, repeats)
     return row
 
 
@@ -661,7 +666,9 @@ def render_report(rows: Sequence[Row], command: str, date: str, not_run: Sequenc
         "and TF1 graphs are small by design. `trained` models carry the weights their pip package ships "
         f"(tools/zoo_trained.py; `{zoo_trained.INSTALL}`). Every model is frozen with batch 1 (deepcut, "
         "chars2vec: a row per character or word, as their packages run them; musicnn: two patches, "
-        "inaSpeechSegmenter: four) and seeded.",
+        "inaSpeechSegmenter: four) and seeded. `hub` models are keras-hub 0.32's backbones at two layers of "
+        f"width 32, random weights, batch 2 and 16 tokens or 32 x 32 pixels (tools/zoo_hub.py; `{zoo_hub.INSTALL}`); "
+        "`_dyn` ones leave the batch and length to run time.",
         "",
         "Per model: TF nodes of the frozen GraphDef; `-O2`: gttc's -O2 graph run in gttc's interpreter vs TF; "
         "`ONNX`: gttc's ONNX export of the -O2 graph (of the frozen graph where -O2 failed; full checker) in "

