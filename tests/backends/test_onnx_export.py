@@ -180,6 +180,33 @@ def test_an_add_read_in_tf_order_converts_only_its_permuted_operand():
                                   Interpreter(b.graph).run(feed, [out.name])[out.name])
 
 
+def test_a_chain_of_zero_pads_folds_into_the_conv():
+    """keras-hub's HGNetV2 stem: ZeroPadding2D, then the conv layer's own (here empty) pad, then a
+    VALID conv. Both Pads become the Conv's pads; a Pad another op also reads stays."""
+    rng = np.random.default_rng(17)
+    b = Builder()
+    x = b.input("x", [1, 6, 6, 2])
+
+    def pad(value, amounts, op="Pad"):
+        extra = (b.const(np.float32(0)),) if op == "PadV2" else ()
+        return b(op, value, b.const(np.asarray(amounts, np.int32)), *extra, Tpaddings=DType.INT32)
+
+    spatial = [[0, 0], [0, 1], [0, 1], [0, 0]]
+    twice = pad(pad(x, spatial), [[0, 0]] * 4, "PadV2")
+    conv = b("Conv2D", twice, b.const(_weights(rng, 2, 2, 2, 3)), strides=[1, 1, 1, 1], padding="VALID")
+    shared = pad(x, spatial)
+    pooled = b("MaxPool", shared, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="VALID")
+    other = b("Conv2D", pad(shared, [[0, 0], [1, 1], [1, 1], [0, 0]]), b.const(_weights(rng, 3, 3, 2, 3)),
+              strides=[1, 1, 1, 1], padding="VALID")
+    names = [conv.name, pooled.name, other.name]
+    result = export_with_report(b.graph, ["x"], names)
+    assert result.report.op_counts["Pad"] == 1 and result.report.stats["pad_into_conv"] == 2
+    feed = {"x": rng.standard_normal((1, 6, 6, 2)).astype(np.float32)}
+    want, got = Interpreter(b.graph).run(feed, names), run_onnx(result.model, feed, names)
+    for name in names:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+
+
 def test_attention_scores_stay_in_tf_order_past_a_permuted_bias():
     """T5's self-attention over a dynamic length: scores = q @ k^T + bias, the bias a Transpose of
     a [q, k, heads] lookup. The softmax's reader, a batched matmul, wants TF order, so the sum is

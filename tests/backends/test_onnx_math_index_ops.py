@@ -468,6 +468,20 @@ def test_matrix_band_part(opset: int):
         assert counts["Where"] == 6 and counts["And"] == 1
 
 
+@pytest.mark.parametrize("lower, upper", [(2, 2), (-1, 1), (0, -3), (5, 0)])
+def test_matrix_band_part_with_bounds_read_at_run_time(lower: int, upper: int):
+    """Qwen3's sliding window over a dynamic length: band_part(ones, min(n, w), min(n, w)) with
+    bounds only run time knows, a negative one meaning the whole side, as a constant does."""
+    b = Builder()
+    x, lo, up = b.input("x", [None, 6, 6]), b.input("lo", [], DType.INT32), b.input("up", [], DType.INT32)
+    t = b.input("t", [6, 6], DType.BOOL)
+    outputs = [b("MatrixBandPart", x, lo, up, Tindex=DType.INT32),
+               b("MatrixBandPart", t, lo, b.const(np.int32(0)), Tindex=DType.INT32)]
+    feeds = {"x": np.random.default_rng(18).standard_normal((2, 6, 6)).astype(np.float32),
+             "lo": np.asarray(lower, np.int32), "up": np.asarray(upper, np.int32), "t": np.ones((6, 6), bool)}
+    assert check(b, feeds, outputs)["Trilu"] == 4  # two sides each
+
+
 def test_matrix_determinant_within_float32_rounding():
     """Det is an LU in both, pivoted in different orders: 1e-5 relative instead of 1e-6."""
     rng = np.random.default_rng(17)

@@ -161,7 +161,8 @@ def _bias_vector(ctx: LoweringContext, op_type: str, array: np.ndarray, x: Value
 def zero_pad_source(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tuple[int, ...], rank: int = 4
                     ) -> Optional[tuple[Value, list[tuple[int, int]]]]:
     """If `x` is a zero Pad of only spatial axes of a rank-`rank` tensor, read only by `conv`: its
-    input and the pads."""
+    input and the pads. A chain of such Pads (Keras' ZeroPadding2D before a layer's own pad, as
+    in keras-hub's HGNetV2) is read through, the amounts added up."""
     pad = x.op
     if pad.type not in _ZERO_PAD_OPS or ctx.is_constant(x) or not single_use(ctx, x, conv):
         return None
@@ -174,7 +175,11 @@ def zero_pad_source(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tupl
             return None
     if any(amounts[a].any() for a in range(rank) if a not in spatial_axes):
         return None
-    return pad.operands[0], [(int(amounts[a][0]), int(amounts[a][1])) for a in spatial_axes]
+    inner, pads = pad.operands[0], [(int(amounts[a][0]), int(amounts[a][1])) for a in spatial_axes]
+    further = zero_pad_source(ctx, pad, inner, spatial_axes, rank)
+    if further is None:
+        return inner, pads
+    return further[0], [(b + eb, a + ea) for (b, a), (eb, ea) in zip(pads, further[1])]
 
 
 def fold_zero_pad(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tuple[int, ...],

@@ -13,10 +13,12 @@ from typing import Optional
 import numpy as np
 
 from compiler.backends.onnx import opset
-from compiler.backends.onnx.bands import TRILU_OPSET, TRILU_TYPES, band_part_diagonals, emit_band
+from compiler.backends.onnx.bands import (TRILU_OPSET, TRILU_TYPES, Band, band_part_diagonals, emit_band,
+                                          run_time_diagonal)
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.ops_array import int64_operand
 from compiler.backends.onnx.ops_elementwise import emit_where
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
@@ -95,12 +97,13 @@ def _padding(ctx: LoweringContext, op: Op, index: Optional[int]) -> str:
 
 @lowers("MatrixBandPart")
 def _band_part(ctx: LoweringContext, op: Op) -> None:
-    """Trilu from opset 14 (bands.py), else Where with the band as a constant mask."""
+    """Trilu from opset 14 (bands.py), its bounds constant or read at run time; else Where
+    with the band as a constant mask."""
+    if ctx.opset >= TRILU_OPSET and ctx.dtype(op.results[0]) in TRILU_TYPES:
+        ctx.bind(op.results[0], emit_band(ctx, op, ctx.operand(op, 0), _band_diagonals(ctx, op)))
+        return
     lower = _const_ints(ctx, op, 1, "num_lower")[0]
     upper = _const_ints(ctx, op, 2, "num_upper")[0]
-    if ctx.opset >= TRILU_OPSET and ctx.dtype(op.results[0]) in TRILU_TYPES:
-        ctx.bind(op.results[0], emit_band(ctx, op, ctx.operand(op, 0), band_part_diagonals(lower, upper)))
-        return
     rows, cols = _matrix_dims(ctx, op, 0)
     mask = ctx.initializer(band_mask(rows, cols, lower, upper), f"{op.name}/band")
     dtype = ctx.dtype(op.results[0])
@@ -108,6 +111,18 @@ def _band_part(ctx: LoweringContext, op: Op) -> None:
         ctx.bind(op.results[0], ctx.emit1(op, "And", [mask, ctx.operand(op, 0)]))
         return
     ctx.bind(op.results[0], emit_where(ctx, op, [mask, ctx.operand(op, 0), _padding(ctx, op, None)], dtype))
+
+
+def _band_diagonals(ctx: LoweringContext, op: Op) -> Band:
+    """band_part's (lowest, highest) diagonals: numbers for constant bounds, tensors otherwise."""
+    lower, upper = (None if ctx.constant(op.operands[i]) is None else _const_ints(ctx, op, i, what)[0]
+                    for i, what in ((1, "num_lower"), (2, "num_upper")))
+    lowest, highest = band_part_diagonals(lower or 0, upper or 0)
+    if lower is None:
+        lowest = run_time_diagonal(ctx, op, int64_operand(ctx, op, 1), below=True)
+    if upper is None:
+        highest = run_time_diagonal(ctx, op, int64_operand(ctx, op, 2), below=False)
+    return lowest, highest
 
 
 _DIAG_PARTS = {"MatrixDiagPart": 1, "MatrixDiagPartV2": 2, "MatrixDiagPartV3": 3}
