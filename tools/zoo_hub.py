@@ -3,8 +3,10 @@
 keras-hub builds its transformers from Keras-3 layers in ways the layer models
 here do not: T5's relative position buckets and additive masks, rotary
 embeddings (Llama, RoFormer), grouped-query attention, ALiBi (Bloom),
-DeBERTa's disentangled attention, FNet's Fourier mixing, ViT's class token
-tiled over the batch, Swin's shifted windows, SegFormer's reduced attention.
+DeBERTa's disentangled attention, FNet's Fourier mixing, Qwen3's sliding
+window (a band whose width run time clips), Mixtral's top-2 experts, RWKV-7's
+recurrence, ViT's class token tiled over the batch, Swin's shifted windows,
+SegFormer's reduced attention, HGNetV2's stacked zero pads.
 Each is built from its constructor (no preset is downloaded), two layers of
 width 32, and frozen over batch 2 and 16 tokens (32 x 32 images); `_dyn`
 variants leave the batch and the length (the batch for images) to run time,
@@ -151,6 +153,18 @@ def _t5(m: Any) -> Any:
     return m.T5Backbone(num_heads=2, dropout=0.0, **_TEXT)
 
 
+def _qwen3(m: Any) -> Any:
+    return m.Qwen3Backbone(num_query_heads=4, num_key_value_heads=2, head_dim=8, **_TEXT)
+
+
+def _hgnet(m: Any) -> Any:
+    return m.HGNetV2Backbone(depths=[1, 1], embedding_size=16, hidden_sizes=[32, 64], stem_channels=[3, 8, 16],
+                             hidden_act="relu", use_learnable_affine_block=True,
+                             stackwise_stage_filters=[[16, 8, 32, 1, 2, 3], [32, 16, 64, 1, 2, 3]],
+                             apply_downsample=[False, True], use_lightweight_conv_block=[False, True],
+                             image_shape=(SIDE, SIDE, 3))
+
+
 def _deberta(m: Any) -> Any:
     return m.DebertaV3Backbone(num_heads=2, max_sequence_length=TOKENS, bucket_size=8, **_TEXT)
 
@@ -168,8 +182,15 @@ BUILDERS: dict[str, Callable[[], Fixture]] = {
     "hub_deberta_v3": _text(_deberta),
     "hub_fnet": _text(lambda m: m.FNetBackbone(max_sequence_length=TOKENS, **_TEXT), ("token_ids", "segment_ids"),
                       "sequence_output"),
+    "hub_qwen3_dyn": _text(_qwen3, dynamic=True),
+    "hub_mixtral": _text(lambda m: m.MixtralBackbone(num_query_heads=4, num_key_value_heads=2, num_experts=4, top_k=2,
+                                                     sliding_window=8, **_TEXT)),
+    "hub_rwkv7": _text(lambda m: m.RWKV7Backbone(hidden_size=32, head_size=16, num_layers=2, vocabulary_size=100,
+                                                 intermediate_dim=64, gate_lora=8, mv_lora=8, aaa_lora=8,
+                                                 decay_lora=8)),
     "hub_whisper": _whisper,
     "hub_vit_dyn": _image(_vit, dynamic=True),
     "hub_mit": _image(_mit),
     "hub_swin": _image(_swin),
+    "hub_hgnetv2": _image(_hgnet),
 }
