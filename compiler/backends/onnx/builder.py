@@ -310,10 +310,19 @@ class GraphBuilder:
 
 def constant_ints(builder: GraphBuilder, name: str) -> Optional[list[int]]:
     """The values of an integer vector initializer (a Slice's bounds, a Squeeze's axes), else None."""
+    array = _integer_initializer(builder, name, 1)
+    return None if array is None else [int(v) for v in array]
+
+
+def constant_int(builder: GraphBuilder, name: str) -> Optional[int]:
+    """The value of an integer scalar initializer (a Loop's trip count), else None."""
+    array = _integer_initializer(builder, name, 0)
+    return None if array is None else int(array)
+
+
+def _integer_initializer(builder: GraphBuilder, name: str, ndim: int) -> Optional[np.ndarray]:
     array = builder.scope.initializers.get(name)
-    if array is None or array.dtype.kind not in "iu" or array.ndim != 1:
-        return None
-    return [int(v) for v in array]
+    return array if array is not None and array.dtype.kind in "iu" and array.ndim == ndim else None
 
 
 # A Slice bound at least this far out runs to the end of its axis.

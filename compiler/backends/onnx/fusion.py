@@ -177,9 +177,12 @@ def zero_pad_source(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tupl
         return None
     inner, pads = pad.operands[0], [(int(amounts[a][0]), int(amounts[a][1])) for a in spatial_axes]
     further = zero_pad_source(ctx, pad, inner, spatial_axes, rank)
-    if further is None:
-        return inner, pads
-    return further[0], [(b + eb, a + ea) for (b, a), (eb, ea) in zip(pads, further[1])]
+    return (inner, pads) if further is None else (further[0], _added(pads, further[1]))
+
+
+def _added(pads: list[tuple[int, int]], extra: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Two paddings of the same axes, one after the other, as one."""
+    return [(b + eb, a + ea) for (b, a), (eb, ea) in zip(pads, extra)]
 
 
 def fold_zero_pad(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tuple[int, ...],
@@ -192,7 +195,7 @@ def fold_zero_pad(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tuple[
         return x, pads
     inner, extra = source
     ctx.stats["pad_into_conv"] += 1
-    return inner, [(b + eb, a + ea) for (b, a), (eb, ea) in zip(pads, extra)]  # type: ignore[arg-type]
+    return inner, _added(pads, extra)  # type: ignore[arg-type]
 
 
 def flatten_concat(ctx: LoweringContext, op: Op, values: Sequence[Value], tensors: Sequence[str], axis: int

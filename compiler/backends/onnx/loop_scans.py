@@ -22,7 +22,7 @@ from typing import Mapping, Optional, Sequence
 
 from onnx import helper
 
-from compiler.backends.onnx.builder import GraphBuilder, Node, ValueSpec
+from compiler.backends.onnx.builder import GraphBuilder, Node, ValueSpec, constant_int
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def _step_walk(node: Node, specs: _Specs) -> Optional[_Walk]:
     if node.op_type != "Loop" or node.domain or len(node.inputs) < 2 or node.inputs[1]:
         return None
     body = node.attrs.get("body")
-    trips = _scalar(specs.graphs[0], node.inputs[0])
+    trips = constant_int(specs.graphs[0], node.inputs[0])
     if not isinstance(body, GraphBuilder) or trips is None or trips < 1 or not _passes_condition(body):
         return None
     if not all(spec.dims is not None and all(isinstance(d, int) for d in spec.dims) for spec in body.inputs[2:]):
@@ -103,14 +103,6 @@ def _step_walk(node: Node, specs: _Specs) -> Optional[_Walk]:
             walk.gathers[sequence] = []
         walk.gathers[sequence].append(reader)
     return walk if walk.sequences else None
-
-
-def _scalar(builder: GraphBuilder, name: str) -> Optional[int]:
-    """An integer scalar initializer's value."""
-    array = builder.scope.initializers.get(name)
-    if array is None or array.dtype.kind not in "iu" or array.shape != ():
-        return None
-    return int(array)
 
 
 def _passes_condition(body: GraphBuilder) -> bool:
