@@ -339,6 +339,31 @@ def test_xdivy_and_xlogy_are_zero_where_x_is():
     assert counts == {"Div": 1, "Mul": 1, "Log": 1, "Equal": 1, "Where": 2}  # one x == 0 test serves both
 
 
+def test_xlog1py_is_zero_where_x_is():
+    """TensorFlow Probability's Beta and Binomial log-densities: x * log1p(y)."""
+    b = Builder()
+    x, y = b.input("x", [2, 4]), b.input("y", [4])
+    feeds = {"x": np.asarray([[0, 0, 1.5, -2], [0, 3, 0.25, 4]], np.float32),
+             "y": np.asarray([-1, 2, 0.5, 1e-3], np.float32)}
+    counts = check(b, feeds, [b("Xlog1py", x, y)], of_largest=1e-6)  # log(1 + y), as Log1p lowers: not log1p's
+    assert counts == {"Add": 1, "Log": 1, "Mul": 1, "Equal": 1, "Where": 1}
+
+
+def test_mul_no_nan_is_zero_where_y_is_even_against_inf_and_nan():
+    """TensorFlow Probability's Multinomial and Poisson log-densities: MulNoNan."""
+    b = Builder()
+    x, y = b.input("x", [2, 4]), b.input("y", [4])
+    n, d = b.input("n", [3], DType.INT32), b.input("d", [3], DType.INT32)
+    outputs = [b("MulNoNan", x, y), b("MulNoNan", n, d)]
+    feeds = {"x": np.asarray([[np.inf, np.nan, 1.5, -2], [0, 3, -np.inf, 4]], np.float32),
+             "y": np.asarray([0, 0, 2, -0.0], np.float32),
+             "n": np.asarray([7, -7, 3], np.int32), "d": np.asarray([0, 2, -4], np.int32)}
+    counts = check(b, feeds, outputs)
+    assert counts == {"Equal": 2, "Mul": 2, "Where": 2}
+    got = Interpreter(b.graph).run(feeds, [outputs[0].name])[outputs[0].name]
+    assert (got[:, [0, 1, 3]] == 0).all() and got[0, 2] == 3 and got[1, 2] == -np.inf
+
+
 def test_gather_v2_along_the_last_axis_with_batch_dims_is_gather_elements():
     """tf.gather(x, i, batch_dims=1) on a matrix: one index per output element, one node."""
     rng = np.random.default_rng(16)

@@ -37,6 +37,27 @@ def test_rfft_parts_and_magnitude(opset):
     assert counts["DFT"] == 2 and counts["ReduceL2"] == 2
 
 
+def test_a_transposed_spectrum():
+    """kapre's STFT layer: frames x bins transposed to bins x frames while still complex."""
+    b = Builder()
+    x = b.input("x", [2, 5, 12])
+    spectrum = b("RFFT", x, ints(b, [12]))
+    turned = b("Transpose", spectrum, ints(b, [0, 2, 1]))
+    counts = check(b, {"x": signal((2, 5, 12))}, [b("ComplexAbs", turned), b("Real", turned)])
+    assert counts["Transpose"] == 1
+
+
+def test_the_angle_of_complex_values():
+    """kapre's Phase layer: Angle, atan2 of the pair's parts, here of values built from parts (an
+    FFT's zero parts carry whichever sign its summation order leaves, which flips an angle by pi)."""
+    b = Builder()
+    re, im = b.input("re", [3, 6]), b.input("im", [3, 6])
+    parts = {"re": signal((3, 6), 3), "im": signal((3, 6), 4)}
+    parts["re"][0, :4], parts["im"][0, :4] = [0, 2, -2, 0], [0, 0, 1e-30, -3]  # the origin and the axes
+    counts = check(b, parts, [b("Angle", b("Complex", re, im), Tout=DType.FLOAT)])
+    assert counts["Atan"] == 1 and counts["Gather"] == 2
+
+
 @pytest.mark.parametrize("opset", [17, 21])
 def test_fft_ifft_irfft_and_complex(opset):
     b = Builder()

@@ -767,3 +767,42 @@ def test_outputs_sharing_tensors_keep_their_names():
     assert list(got) == outputs and alias.name == "alias"
     for name in outputs:
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_an_empty_pad_read_by_two_convs_is_no_node():
+    """Sonnet's ResNet: a Pad by nothing ahead of a 1x1 conv and the projection that share it."""
+    rng = np.random.default_rng(29)
+    b = Builder()
+    x = b.input("x", [1, 5, 5, 4])
+    relu = b("Relu", x)
+    empty = b("Pad", relu, b.const(np.zeros((4, 2), np.int32)), Tpaddings=DType.INT32)
+    convs = [b("Conv2D", empty, b.const(_weights(rng, 1, 1, 4, n)), strides=[1, 1, 1, 1], padding="VALID")
+             for n in (3, 6)]
+    names = [c.name for c in convs]
+    result = export_with_report(b.graph, ["x"], names)
+    assert "Pad" not in result.report.op_counts and result.report.stats["empty_pads_removed"] == 1
+    feed = {"x": rng.standard_normal((1, 5, 5, 4)).astype(np.float32)}
+    want, got = Interpreter(b.graph).run(feed, names), run_onnx(result.model, feed, names)
+    for name in names:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+
+
+def test_a_focus_stem_converts_the_image_once():
+    """keras-cv's CSPDarkNet stem: four strided slices of the (rescaled) image joined on channels
+    into a conv. The slices cut the image where it is stored, so the image is converted once,
+    not each slice."""
+    rng = np.random.default_rng(31)
+    b = Builder()
+    x = b.input("x", [1, 8, 8, 3])
+    scaled = b("Mul", x, b.const(np.float32(1 / 255)))
+    starts = [(0, 0), (1, 0), (0, 1), (1, 1)]
+    parts = [b("StridedSlice", scaled, b.const(np.asarray([0, r, c, 0], np.int32)),
+               b.const(np.asarray([0, 0, 0, 0], np.int32)), b.const(np.asarray([1, 2, 2, 1], np.int32)),
+               begin_mask=9, end_mask=15, Index=DType.INT32) for r, c in starts]
+    joined = b("ConcatV2", *parts, b.const(np.int32(3)), N=4, Tidx=DType.INT32)
+    conv = b("Conv2D", joined, b.const(_weights(rng, 3, 3, 12, 4)), strides=[1, 1, 1, 1], padding="SAME")
+    result = export_with_report(b.graph, ["x"], [conv.name])
+    assert result.report.op_counts["Transpose"] == 2  # the image in, the conv's result out
+    feed = {"x": rng.uniform(0, 255, (1, 8, 8, 3)).astype(np.float32)}
+    want, got = Interpreter(b.graph).run(feed, [conv.name]), run_onnx(result.model, feed, [conv.name])
+    np.testing.assert_allclose(got[conv.name], want[conv.name], rtol=1e-5, atol=1e-5)

@@ -446,6 +446,23 @@ def test_fake_quant_per_channel_is_per_axis_qdq(narrow: bool):
     assert counts["QuantizeLinear"] == 1 and counts["DequantizeLinear"] == 1 and counts.get("Max", 0) == narrow
 
 
+def test_fake_quant_over_an_empty_range_is_zeros():
+    """A Keras QAT model that has seen no data: its activation ranges are [0, 0], over which TF's
+    Vars kernels give zeros (inf and NaN too); per channel, only the empty channels are zeros."""
+    b = Builder()
+    x = b.input("x", [2, 3, 4])
+    zero = b.const(np.float32(0))
+    lo, hi = np.float32([0, -1.3, 0, 0.1]), np.float32([0, 2.7, 0, 3.0])
+    outputs = [b("FakeQuantWithMinMaxVars", x, zero, zero),
+               b("FakeQuantWithMinMaxVarsPerChannel", x, b.const(lo), b.const(hi))]
+    values = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32) * 3
+    values[0, 0] = [np.inf, 1.0, np.nan, 1.0]  # non-finite in the empty channels only: QDQ saturates NaN
+    counts = check(b, {"x": values}, outputs, atol=0)
+    assert counts["ConstantOfShape"] == 1 and counts["Mul"] == 1
+    got = Interpreter(b.graph).run({"x": values}, [o.name for o in outputs])
+    assert not got[outputs[0].name].any() and not got[outputs[1].name][..., [0, 2]].any()
+
+
 def test_fake_quant_refusals():
     b = Builder()
     x = b.input("x", [4])

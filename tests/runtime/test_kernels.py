@@ -505,7 +505,7 @@ def test_check_numerics_rejects_non_finite(op, bad):
         run_ours(op, [x], {"message": "boom"})
 
 
-@pytest.mark.parametrize("op", ["Xdivy", "Xlogy"])
+@pytest.mark.parametrize("op", ["Xdivy", "Xlogy", "Xlog1py"])
 @pytest.mark.parametrize("dtype", [F32, np.float64])
 def test_x_times_is_zero_where_x_is(op, dtype):
     x = np.asarray([[0, 0, 1.5, -2], [0, 3, 0.25, 4]], dtype)

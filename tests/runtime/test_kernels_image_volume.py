@@ -247,9 +247,25 @@ def test_fake_quant_per_channel_is_bit_exact(bits: int, narrow: bool):
                                   {"inputs": x, "min": lo[:5], "max": hi[:5]}, flags)
 
 
+def test_fake_quant_over_an_empty_range_is_zeros_as_in_tf():
+    """[0, 0], an untrained Keras QAT range: TF's Vars kernels give zeros, per channel too."""
+    x = (np.random.default_rng(5).standard_normal((3, 4)) * 3).astype(F32)
+    x[0] = [np.inf, np.nan, -np.inf, 0.0]
+    zero = F32(0)
+    got = run_ours("FakeQuantWithMinMaxVars", [x, zero, zero], {})[0]
+    np.testing.assert_array_equal(got, tf.raw_ops.FakeQuantWithMinMaxVars(inputs=x, min=zero, max=zero).numpy())
+    lo, hi = np.asarray([0, -1, 0, -6], F32), np.asarray([0, 1, 0, 6], F32)
+    got = run_ours("FakeQuantWithMinMaxVarsPerChannel", [x[1:], lo, hi], {})[0]
+    want = tf.raw_ops.FakeQuantWithMinMaxVarsPerChannel(inputs=x[1:], min=lo, max=hi).numpy()
+    np.testing.assert_array_equal(got, want)
+    assert not got[:, [0, 2]].any()
+
+
 def test_fake_quant_refusals():
     with pytest.raises(KernelError, match="smaller than max"):
         run_ours("FakeQuantWithMinMaxVars", [np.zeros(3, F32), F32(1), F32(1)], {})
+    with pytest.raises(KernelError, match="smaller than max"):  # as TF's Args kernel refuses it
+        run_ours("FakeQuantWithMinMaxArgs", [np.zeros(3, F32)], {"min": 0.0, "max": 0.0})
     with pytest.raises(KernelError, match="num_bits"):
         run_ours("FakeQuantWithMinMaxArgs", [np.zeros(3, F32)], {"num_bits": 17})
 

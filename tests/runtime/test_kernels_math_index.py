@@ -332,6 +332,7 @@ def test_fft_ifft_and_the_parts_of_complex_values(dtype):
     for op in ("Real", "Imag"):
         check(op, {"input": x}, {"Tout": part}, {"Tout": DType.from_numpy(np.dtype(part))})
     check("ComplexAbs", {"x": x}, {"Tout": part}, {"Tout": DType.from_numpy(np.dtype(part))})
+    check("Angle", {"input": x}, {"Tout": part}, {"Tout": DType.from_numpy(np.dtype(part))})
     re, im = rand(rng, (3, 1), part), rand(rng, (4,), part)
     check("Complex", {"real": re, "imag": im}, {"Tout": dtype}, {"Tout": DType.from_numpy(np.dtype(dtype))})
 

@@ -36,7 +36,7 @@ for _count in _SUFFIXES:
     _register(_count)
 
 
-shape_rule("FFT", "IFFT", "FFT2D", "IFFT2D", "FFT3D", "IFFT3D", "Real", "Imag", "ComplexAbs")(same_shape)
+shape_rule("FFT", "IFFT", "FFT2D", "IFFT2D", "FFT3D", "IFFT3D", "Real", "Imag", "ComplexAbs", "Angle")(same_shape)
 
 
 @shape_rule("Complex")

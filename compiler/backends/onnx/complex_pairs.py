@@ -4,13 +4,15 @@ ONNX runtimes do not compute on complex tensors, so a complex value is a float t
 more, innermost axis of size 2 holding (real, imag): the layout of ONNX's DFT operator.  The FFTs
 and the part ops are in ops_complex.py; here are the pieces they share, and the lowerings of the
 ops whose real forms live elsewhere (Cast and the arithmetic in ops_elementwise, Einsum in ops_nn,
-StridedSlice and Pad in ops_array):
+Transpose, StridedSlice and Pad in ops_array):
 
 - Cast from a real type pads a zero imaginary part; Cast to a real type keeps the real part, as
   TF does; between complex types it casts the pairs;
 - Add, Sub and Neg act on the pairs as they are (the pair axes line up under broadcasting); Mul
   is x * (Re y, Re y) + (Im x, Re x) * (-Im y, Im y), with the y factors folded when y is a
   constant (tf.signal.dct scales its RFFT's bins so), and only the first term when y is real;
+- Transpose moves the logical axes and keeps the pair axis innermost (kapre's STFT layer puts
+  time before frequency so);
 - StridedSlice slices the pairs as the logical tensor (ops_array.py): the pair axis comes after
   every axis the slice names, an ellipsis included; Pad and MirrorPad(REFLECT) with constant
   paddings pad every axis but the pair axis (tf.signal.dct of type 3 pads its spectrum so), with
@@ -154,6 +156,12 @@ def complex_arithmetic(ctx: LoweringContext, op: Op) -> None:
     swapped = ctx.helper1(op, "swapped", "Gather", [x, ctx.ints([1, 0], f"{op.name}/swap")], axis=-1)
     terms = [ctx.helper1(op, "by_real", "Mul", [x, real_twice]), ctx.helper1(op, "by_imag", "Mul", [swapped, cross])]
     bind_complex(ctx, op.results[0], ctx.emit1(op, "Add", terms))
+
+
+def transpose_complex(ctx: LoweringContext, op: Op, perm: list[int]) -> None:
+    """A Transpose of complex pairs: one real Transpose, the pair axis left innermost."""
+    out = ctx.emit1(op, "Transpose", [complex_operand(ctx, op, 0)], perm=perm + [len(perm)])
+    bind_complex(ctx, op.results[0], out)
 
 
 def pad_complex(ctx: LoweringContext, op: Op, paddings: Optional[np.ndarray], mode: str) -> None:

@@ -147,6 +147,11 @@ _READ_IN_TF_ORDER = frozenset(("Reshape",))
 # softmax to the next product, instead of following a small permuted bias added on the way.
 _BATCH_MATMULS = frozenset(("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"))
 _ADJOINT_FLAGS = ("adj_x", "adj_y")
+# Slices that keep every axis cut their operand where it is stored (ops_array), so they vote like
+# a layout-agnostic op: a space-to-depth "focus" stem (four strided slices of the image joined
+# on channels) then converts the image once instead of each slice.
+_SLICES = frozenset(("Slice", "StridedSlice"))
+_AXIS_MASKS = ("shrink_axis_mask", "new_axis_mask")
 
 
 def _wanted(user: Op, index: int, role: Optional[str], own: int, prefs: Mapping[Value, Perm],
@@ -159,6 +164,8 @@ def _wanted(user: Op, index: int, role: Optional[str], own: int, prefs: Mapping[
     if user.type in _BATCH_MATMULS and index < 2:
         return _NO_VOTE if user.attr(_ADJOINT_FLAGS[index], False) else None
     if role == AGNOSTIC and user.results and rank(user.results[0]) == own:
+        return prefs.get(user.results[0], _NO_VOTE)
+    if user.type in _SLICES and index == 0 and not any(user.attr(mask, 0) for mask in _AXIS_MASKS):
         return prefs.get(user.results[0], _NO_VOTE)
     if role == ALIAS and index < len(user.results):
         return prefs.get(user.results[index], _NO_VOTE)

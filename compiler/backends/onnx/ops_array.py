@@ -13,7 +13,8 @@ import numpy as np
 from onnx import TensorProto
 
 from compiler.backends.onnx import layout, opset, repeat_resize, shape_terms
-from compiler.backends.onnx.complex_pairs import COMPLEX_TYPES, bind_complex, complex_operand, pad_complex
+from compiler.backends.onnx.complex_pairs import (COMPLEX_TYPES, bind_complex, complex_operand, pad_complex,
+                                                  transpose_complex)
 from compiler.backends.onnx.context import INITIALIZER_ELEMENTS, Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type, ort_computes
 from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
@@ -199,6 +200,9 @@ def _transpose(ctx: LoweringContext, op: Op) -> None:
     if sorted(perm) != list(range(rank)) or ctx.rank(op.operands[0]) not in (None, rank):
         raise UnsupportedOpError(op.type, op.name, f"perm of {rank} entries is not a permutation of the input's "
                                                    f"{ctx.rank(op.operands[0])} axes")
+    if ctx.dtype(op.operands[0]) in COMPLEX_TYPES:
+        transpose_complex(ctx, op, perm)
+        return
     found = ctx.lowered(op.operands[0])
     ctx.bind(op.results[0], found.tensor, layout.after_transpose(found.perm, perm, rank))
     ctx.stats["transpose_absorbed"] += 1
@@ -359,6 +363,10 @@ def _pad(ctx: LoweringContext, op: Op) -> None:
         _pad_by_tensor(ctx, op, mode)
         return
     found = ctx.agnostic_operand(op)
+    if not np.any(paddings):  # Sonnet's Conv2D pads by nothing ahead of a 1x1 conv: an identity
+        ctx.bind(op.results[0], found.tensor, found.perm)
+        ctx.stats["empty_pads_removed"] += 1
+        return
     fill = None
     if op.type == "PadV2":
         fill = ctx.initializer(ctx.const_operand(op, 2, "the pad value").reshape(()), f"{op.name}/value")

@@ -8,8 +8,9 @@ size 2 holding (real, imag) -- the layout of ONNX's DFT operator.
 - IRFFT rebuilds the full Hermitian spectrum from the first fft_length // 2 + 1 bins (one Gather,
   one sign flip for the conjugates), inverts it and keeps the real part, which drops the imaginary
   parts of the DC and Nyquist bins exactly as TF's c2r transform ignores them;
-- Real / Imag pick a component, ComplexAbs is the L2 norm of the pair, Complex stacks the two;
-- Cast, Einsum, StridedSlice, Pad, Add, Sub, Neg and Mul of complex values are lowered by
+- Real / Imag pick a component, ComplexAbs is the L2 norm of the pair, Angle the atan2 of its
+  parts (kapre's Phase layer), Complex stacks the two;
+- Cast, Einsum, Transpose, StridedSlice, Pad, Add, Sub, Neg and Mul of complex values are lowered by
   complex_pairs.py (their lowerings for real types live with the other elementwise, matmul and
   array ops, which hand complex operands over to it).
 
@@ -26,15 +27,16 @@ from compiler.backends.onnx.complex_pairs import (COMPLEX_TYPES, bind_complex, c
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.ops_array import emit_slice
+from compiler.backends.onnx.ops_elementwise import atan2_float32, atan2_type
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op
 
 _COMPLEX_LOWERINGS = frozenset({f"{kind}{suffix}" for kind in ("RFFT", "IRFFT", "FFT", "IFFT")
-                                for suffix in ("", "2D", "3D")} | {"Real", "Imag", "ComplexAbs", "Complex",
+                                for suffix in ("", "2D", "3D")} | {"Real", "Imag", "ComplexAbs", "Angle", "Complex",
                                                                    "Cast", "Einsum", "StridedSlice", "Add",
                                                                    "AddV2", "Sub", "Mul", "Neg", "Pad", "PadV2",
-                                                                   "MirrorPad"})
+                                                                   "MirrorPad", "Transpose"})
 _DFT_OPSET = 17  # DFT's first version; opset 20 moved its axis from an attribute to an input
 
 
@@ -139,6 +141,17 @@ def _part(ctx: LoweringContext, op: Op) -> None:
 def _complex_abs(ctx: LoweringContext, op: Op) -> None:
     part_type_of(ctx, op)
     ctx.bind(op.results[0], opset.reduce(ctx, op, "ReduceL2", complex_operand(ctx, op, 0), [-1], False))
+
+
+@lowers("Angle")
+def _angle(ctx: LoweringContext, op: Op) -> None:
+    """atan2(imag, real) of each pair; complex64 only (onnxruntime's Atan is float32 only)."""
+    part_type_of(ctx, op)
+    atan2_type(ctx, op)
+    pairs = complex_operand(ctx, op, 0)
+    imag, real = (ctx.helper1(op, name, "Gather", [pairs, ctx.scalar(i, DType.INT64, f"{op.name}/{name}_index")],
+                              axis=-1) for i, name in ((1, "imag"), (0, "real")))
+    ctx.bind(op.results[0], atan2_float32(ctx, op, imag, real, last=True))
 
 
 @lowers("Complex")

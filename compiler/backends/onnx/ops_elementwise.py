@@ -604,15 +604,29 @@ def _div_no_nan(ctx: LoweringContext, op: Op) -> None:
     ctx.bind(op.results[0], out, perm)
 
 
-@lowers("Xdivy", "Xlogy", layout=AGNOSTIC)
+@lowers("MulNoNan", layout=AGNOSTIC)
+def _mul_no_nan(ctx: LoweringContext, op: Op) -> None:
+    """x * y, but 0 where y is 0 even when x is inf or NaN (TF's MulNoNan): the product masked."""
+    inputs, perm = broadcast_operands(ctx, op, op.operands)
+    zero = ctx.scalar(0, ctx.dtype(op.operands[1]), "zero")
+    is_zero = ctx.helper1(op, "y_is_zero", "Equal", [inputs[1], zero])
+    product = ctx.helper1(op, "product", "Mul", inputs)
+    ctx.bind(op.results[0], ctx.emit1(op, "Where", [is_zero, zero, product]), perm)
+
+
+@lowers("Xdivy", "Xlogy", "Xlog1py", layout=AGNOSTIC)
 def _x_times(ctx: LoweringContext, op: Op) -> None:
-    """x / y or x * log(y), with 0 wherever x is 0 (TF's Xdivy and Xlogy): the result masked."""
+    """x / y, x * log(y) or x * log(1 + y), with 0 wherever x is 0 (TF's Xdivy, Xlogy and
+    Xlog1py): the result masked."""
     inputs, perm = broadcast_operands(ctx, op, op.operands)
     zero = ctx.scalar(0, ctx.dtype(op.operands[0]), "zero")
     if op.type == "Xdivy":
         product = ctx.helper1(op, "quotient", "Div", inputs)
     else:
-        product = ctx.helper1(op, "product", "Mul", [inputs[0], ctx.helper1(op, "log_y", "Log", [inputs[1]])])
+        y = inputs[1]
+        if op.type == "Xlog1py":
+            y = ctx.helper1(op, "plus_one", "Add", [y, ctx.scalar(1, ctx.dtype(op.operands[1]), "one")])
+        product = ctx.helper1(op, "product", "Mul", [inputs[0], ctx.helper1(op, "log_y", "Log", [y])])
     is_zero = ctx.helper1(op, "x_is_zero", "Equal", [inputs[0], zero])
     ctx.bind(op.results[0], ctx.emit1(op, "Where", [is_zero, zero, product]), perm)
 
@@ -685,20 +699,32 @@ def _sign_bit(ctx: LoweringContext, op: Op, name: str, t: str, zero: str) -> str
 
 @lowers("Atan2", layout=AGNOSTIC)
 def _atan2(ctx: LoweringContext, op: Op) -> None:
-    """ONNX has no Atan2: atan(y / x), turned by pi toward y's sign where x's sign bit is set
-    (y / +-0 is +-inf, so x == 0 needs nothing more).  Where y / x is NaN (the origin, both
-    operands infinite, or a NaN operand) the ratio becomes clip(y) * clip(x) to [-1, 1]: a zero
-    with y's sign at the origin (the turn supplies +-pi when x is -0), +-1 on the diagonals, NaN
-    stays NaN.  The turn never cancels (|result| >= pi/2), so float32 keeps ~1 ulp;
-    onnxruntime has no double Atan, so double is refused.  atan2(-0, +0) comes out +0:
-    onnxruntime's Where drops the sign of a zero it picks from its first branch."""
-    dtype = ctx.dtype(op.results[0])
-    if dtype not in (DType.FLOAT, DType.HALF):
-        raise UnsupportedOpError(op.type, op.name, f"Atan2 of {type_name(dtype)} (onnxruntime's Atan is float32 only)")
+    """ONNX has no Atan2: see atan2_float32. onnxruntime has no double Atan, so double is refused."""
+    dtype = atan2_type(ctx, op)
     inputs, perm = broadcast_operands(ctx, op, op.operands)
     y, x = inputs
     if dtype == DType.HALF:
         y, x = (ctx.helper1(op, f"{n}32", "Cast", [t], to=onnx_type(DType.FLOAT)) for n, t in zip("yx", inputs))
+    ctx.bind(op.results[0], atan2_float32(ctx, op, y, x, last=dtype == DType.FLOAT), perm)
+
+
+def atan2_type(ctx: LoweringContext, op: Op) -> DType:
+    """The result type of an op computed with atan2_float32: float32 or half."""
+    dtype = ctx.dtype(op.results[0])
+    if dtype not in (DType.FLOAT, DType.HALF):
+        raise UnsupportedOpError(op.type, op.name, f"{op.type} of {type_name(dtype)} "
+                                                   "(onnxruntime's Atan is float32 only)")
+    return dtype
+
+
+def atan2_float32(ctx: LoweringContext, op: Op, y: str, x: str, last: bool) -> str:
+    """atan(y / x), turned by pi toward y's sign where x's sign bit is set (y / +-0 is +-inf, so
+    x == 0 needs nothing more).  Where y / x is NaN (the origin, both operands infinite, or a NaN
+    operand) the ratio becomes clip(y) * clip(x) to [-1, 1]: a zero with y's sign at the origin
+    (the turn supplies +-pi when x is -0), +-1 on the diagonals, NaN stays NaN.  The turn never
+    cancels (|result| >= pi/2), so float32 keeps ~1 ulp.  atan2(-0, +0) comes out +0:
+    onnxruntime's Where drops the sign of a zero it picks from its first branch.  `last`: the
+    result is the op's own (else a float32 value the caller casts)."""
     zero = ctx.scalar(0.0, DType.FLOAT, "zero")
     ratio = ctx.helper1(op, "ratio", "Div", [y, x])
     unit = [ctx.scalar(-1.0, DType.FLOAT, "minus_one"), ctx.scalar(1.0, DType.FLOAT, "one")]
@@ -710,8 +736,6 @@ def _atan2(ctx: LoweringContext, op: Op) -> None:
     half_turn = ctx.helper1(op, "half_turn", "Where", [y_minus, ctx.scalar(-np.pi, DType.FLOAT, "minus_pi"),
                                                         ctx.scalar(np.pi, DType.FLOAT, "pi")])
     turn = [x_minus, ctx.helper1(op, "plus_turn", "Add", [base, half_turn]), base]
-    if dtype == DType.HALF:
-        ctx.bind(op.results[0], ctx.emit1(op, "Cast", [ctx.helper1(op, "atan2_32", "Where", turn)],
-                                          to=onnx_type(dtype)), perm)
-        return
-    ctx.bind(op.results[0], ctx.emit1(op, "Where", turn), perm)
+    if last:
+        return ctx.emit1(op, "Where", turn)
+    return ctx.emit1(op, "Cast", [ctx.helper1(op, "atan2_32", "Where", turn)], to=onnx_type(DType.HALF))

@@ -21,14 +21,17 @@ model equals TF exactly.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
+from onnx import numpy_helper
 
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.ops_image import bind_stored
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
 from compiler.ir.graph import Op
-from compiler.runtime.kernels.fake_quant import NudgedRange, nudge, per_channel_grid
+from compiler.runtime.kernels.fake_quant import NudgedRange, empty_channels, empty_range, nudge, per_channel_grid
 
 
 def _bounds(ctx: LoweringContext, op: Op) -> tuple[float, float]:
@@ -48,9 +51,12 @@ def _eight_bit_flags(op: Op) -> tuple[int, bool]:
     return bits, narrow
 
 
-def _grid(ctx: LoweringContext, op: Op) -> NudgedRange:
+def _grid(ctx: LoweringContext, op: Op) -> Optional[NudgedRange]:
+    """The nudged grid; None for a Vars op's empty range [0, 0], which quantizes to zeros."""
     bits, narrow = _eight_bit_flags(op)
     lo, hi = _bounds(ctx, op)
+    if op.type == "FakeQuantWithMinMaxVars" and empty_range(lo, hi):
+        return None
     if not lo < hi:
         raise UnsupportedOpError(op.type, op.name, f"min {lo} must be smaller than max {hi}")
     return nudge(lo, hi, bits, narrow)
@@ -61,6 +67,11 @@ def _fake_quant(ctx: LoweringContext, op: Op) -> None:
     grid = _grid(ctx, op)
     found = ctx.agnostic_operand(op)
     x = found.tensor
+    if grid is None:  # zeros of x's shape, inf and NaN included: no arithmetic on x
+        shape = ctx.helper1(op, "shape", "Shape", [x])
+        zero = numpy_helper.from_array(np.zeros(1, np.float32))
+        bind_stored(ctx, op, ctx.emit1(op, "ConstantOfShape", [shape], value=zero), found.perm)
+        return
     if grid.quant_min:
         bounds = [ctx.initializer(np.float32(b), f"{op.name}/{n}") for b, n in ((grid.min, "min"), (grid.max, "max"))]
         x = ctx.helper1(op, "clip", "Clip", [x] + bounds)
@@ -79,7 +90,8 @@ def _fake_quant_per_channel(ctx: LoweringContext, op: Op) -> None:
     if lo is None or hi is None or lo.ndim != 1 or lo.shape != hi.shape or not rank:
         raise UnsupportedOpError(op.type, op.name, "min and max must be constant vectors and the input's rank "
                                                    "known to fix the ONNX scales")
-    if not (lo < hi).all():
+    empty = empty_channels(lo, hi)
+    if not ((lo < hi) | empty).all():
         raise UnsupportedOpError(op.type, op.name, "every min must be smaller than its max")
     if ctx.opset < 13:
         raise UnsupportedOpError(op.type, op.name, f"opset {ctx.opset}: per-axis QuantizeLinear needs opset 13")
@@ -91,4 +103,9 @@ def _fake_quant_per_channel(ctx: LoweringContext, op: Op) -> None:
     scale = ctx.initializer(grid.scale, f"{op.name}/scale")
     zero_point = ctx.initializer(grid.zero_point.astype(np.uint8), f"{op.name}/zero_point")
     codes = ctx.helper1(op, "codes", "QuantizeLinear", [x, scale, zero_point], axis=rank - 1)
-    ctx.bind(op.results[0], ctx.emit1(op, "DequantizeLinear", [codes, scale, zero_point], axis=rank - 1))
+    if not empty.any():
+        ctx.bind(op.results[0], ctx.emit1(op, "DequantizeLinear", [codes, scale, zero_point], axis=rank - 1))
+        return
+    values = ctx.helper1(op, "values", "DequantizeLinear", [codes, scale, zero_point], axis=rank - 1)
+    kept = ctx.initializer((~empty).astype(np.float32), f"{op.name}/kept_channels")  # the grid's codes are finite
+    ctx.bind(op.results[0], ctx.emit1(op, "Mul", [values, kept]))

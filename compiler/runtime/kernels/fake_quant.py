@@ -71,17 +71,23 @@ def _flags(attrs: Attrs) -> tuple[int, bool]:
     return int(attr(attrs, "num_bits", 8)), bool(attr(attrs, "narrow_range", False))  # type: ignore[arg-type]
 
 
-def _checked(x: Array, lo: float, hi: float) -> None:
+def _checked(x: Array, lo: float, hi: float, empty_allowed: bool = True) -> None:
     if x.dtype != np.float32:
         raise KernelError(f"inputs must be float32, got {x.dtype}")
-    if not lo < hi:
+    if not lo < hi and not (empty_allowed and empty_range(lo, hi)):
         raise KernelError(f"min {lo} must be smaller than max {hi}")
+
+
+def empty_range(lo: float, hi: float) -> bool:
+    """[0, 0]: the range of a Keras QAT model that has seen no data yet, which TF's Vars kernels
+    quantize everything to zero over (the Args kernel refuses it)."""
+    return lo == 0 and hi == 0
 
 
 @kernel("FakeQuantWithMinMaxArgs")
 def _fake_quant_args(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     lo, hi = float(attr(attrs, "min", -6.0)), float(attr(attrs, "max", 6.0))  # type: ignore[arg-type]
-    _checked(inputs[0], lo, hi)
+    _checked(inputs[0], lo, hi, empty_allowed=False)
     return [fake_quant(inputs[0], nudge(lo, hi, *_flags(attrs)), divide=False)]
 
 
@@ -92,6 +98,8 @@ def _fake_quant_vars(attrs: Attrs, inputs: list[Array]) -> list[Array]:
         raise KernelError(f"min and max must be scalars, got shapes {list(lo.shape)} and {list(hi.shape)}")
     lo_f, hi_f = float(lo.reshape(())), float(hi.reshape(()))
     _checked(x, lo_f, hi_f)
+    if empty_range(lo_f, hi_f):
+        return [np.zeros(x.shape, _F32)]
     return [fake_quant(x, nudge(lo_f, hi_f, *_flags(attrs)), divide=True)]
 
 
@@ -103,11 +111,21 @@ def _fake_quant_per_channel(attrs: Attrs, inputs: list[Array]) -> list[Array]:
                           f"{list(lo.shape)} and {list(hi.shape)} for inputs of shape {list(x.shape)}")
     for low, high in zip(lo.tolist(), hi.tolist()):
         _checked(x, low, high)
-    return [fake_quant(x, per_channel_grid(lo, hi, *_flags(attrs)), divide=True)]
+    empty = empty_channels(lo, hi)
+    out = fake_quant(x, per_channel_grid(lo, hi, *_flags(attrs)), divide=True)
+    out[..., empty] = 0
+    return [out]
+
+
+def empty_channels(lo: Array, hi: Array) -> Array:
+    """The channels whose range is [0, 0] (see empty_range): TF gives them zeros."""
+    return (np.asarray(lo) == 0) & (np.asarray(hi) == 0)
 
 
 def per_channel_grid(lo: Array, hi: Array, num_bits: int, narrow_range: bool) -> NudgedRange:
-    """One nudged grid per channel, as a NudgedRange of float32 vectors (zero points int64)."""
+    """One nudged grid per channel, as a NudgedRange of float32 vectors (zero points int64); an
+    empty channel gets the grid of [0, 1], its results being zeros whatever the grid."""
+    hi = np.where(empty_channels(lo, hi), np.float32(1), hi)
     grids = [nudge(low, high, num_bits, narrow_range) for low, high in zip(lo.tolist(), hi.tolist())]
     quant_min, quant_max = quant_bounds(num_bits, narrow_range)
     return NudgedRange(np.array([g.min for g in grids], _F32), np.array([g.max for g in grids], _F32),

@@ -184,6 +184,11 @@ def _xlogy(x: Array, y: Array) -> Array:
     return np.where(x == 0, np.zeros((), x.dtype), x * np.log(y))
 
 
+def _xlog1py(x: Array, y: Array) -> Array:
+    """x * log(1 + y), but 0 wherever x is 0 (also where y is -1)."""
+    return np.where(x == 0, np.zeros((), x.dtype), x * np.log1p(y))
+
+
 def _squared_difference(x: Array, y: Array) -> Array:
     d = x - y
     return d * np.conj(d) if d.dtype.kind == "c" else d * d
@@ -205,6 +210,7 @@ _register_binary(("DivNoNan",), _div_no_nan)
 _register_binary(("MulNoNan",), _mul_no_nan)
 _register_binary(("Xdivy",), _xdivy)
 _register_binary(("Xlogy",), _float_op(_xlogy))
+_register_binary(("Xlog1py",), _float_op(_xlog1py))
 _register_binary(("Atan2",), _float_op(np.arctan2))
 _register_binary(("BitwiseAnd",), np.bitwise_and)
 _register_binary(("BitwiseOr",), np.bitwise_or)
@@ -652,6 +658,15 @@ def _complex_abs(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     """|x| without overflow in the squares (TF uses hypot too)."""
     x = inputs[0]
     return [np.hypot(np.real(x), np.imag(x)).astype(_part_type(attrs, x))]
+
+
+@kernel("Angle")
+def _angle(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    """atan2(imag, real) (TF's Angle takes complex operands only)."""
+    x = inputs[0]
+    if x.dtype.kind != "c":
+        raise KernelError(f"Angle takes complex64 or complex128, got {x.dtype}")
+    return [np.angle(x).astype(_part_type(attrs, x))]
 
 
 @kernel("Complex")
