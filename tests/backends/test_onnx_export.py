@@ -806,3 +806,23 @@ def test_a_focus_stem_converts_the_image_once():
     feed = {"x": rng.uniform(0, 255, (1, 8, 8, 3)).astype(np.float32)}
     want, got = Interpreter(b.graph).run(feed, [conv.name]), run_onnx(result.model, feed, [conv.name])
     np.testing.assert_allclose(got[conv.name], want[conv.name], rtol=1e-5, atol=1e-5)
+
+
+def test_convs_sharing_a_filter_share_its_onnx_form():
+    """keras-cv's RetinaNet runs one head on every pyramid level: each level's conv reads the same
+    TF filter, so the ONNX model holds one OIHW copy, not one per level (onnxruntime was 1.13x
+    slower with five copies of each head filter)."""
+    rng = np.random.default_rng(37)
+    b = Builder()
+    levels = [b.input(f"p{i}", [1, 8 >> i, 8 >> i, 16]) for i in range(3)]
+    shared = b.const(_weights(rng, 3, 3, 16, 16))
+    outs = [b("Conv2D", x, shared, strides=[1, 1, 1, 1], padding="SAME") for x in levels]
+    names = [o.name for o in outs]
+    model = export_with_report(b.graph, [x.op.name for x in levels], names).model
+    filters = [i for i in model.graph.initializer if list(i.dims) == [16, 16, 3, 3]]
+    assert len(filters) == 1
+    assert all(n.input[1] == filters[0].name for n in model.graph.node if n.op_type == "Conv")
+    feed = {x.op.name: rng.standard_normal((1, 8 >> i, 8 >> i, 16)).astype(np.float32) for i, x in enumerate(levels)}
+    want, got = Interpreter(b.graph).run(feed, names), run_onnx(model, feed, names)
+    for name in names:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)

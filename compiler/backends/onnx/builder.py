@@ -9,6 +9,7 @@ main graph, where every subgraph can see them.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
@@ -97,6 +98,19 @@ class NameTable:
         return name
 
 
+def _sharing_key(array: np.ndarray, exact: bool) -> Optional[tuple[str, tuple[int, ...], bytes]]:
+    """What identifies `array`'s value: its bytes when small, else a digest of them (see
+    ModelScope.initializer); None for what is not shared."""
+    if array.dtype == object:
+        return None
+    if array.size <= _SHARED_CONSTANT_LIMIT:
+        return array.dtype.str, array.shape, array.tobytes()
+    if exact:
+        return None
+    digest = hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).digest()
+    return array.dtype.str, array.shape, digest
+
+
 class ModelScope:
     """What all graphs of one model share: tensor and node names, and the initializers."""
 
@@ -109,16 +123,19 @@ class ModelScope:
         self._shared: dict[tuple[str, tuple[int, ...], bytes], str] = {}
 
     def initializer(self, array: np.ndarray, base: str, exact: bool = False) -> str:
-        """Register a constant and return its tensor name (small ones are shared by value).
+        """Register a constant and return its tensor name, shared by value: every small one, and
+        a large one a lowering derives (not `exact`), so that convolutions reading one TF filter
+        (a detection head run on every pyramid level) read one OIHW copy of it, not one each.
 
         `exact` asks for `base` itself (a TF constant keeping its TF name) when free.
         """
         array = np.asarray(array)
-        key = None
-        if array.size <= _SHARED_CONSTANT_LIMIT and array.dtype != object:
-            key = (array.dtype.str, array.shape, array.tobytes())
-            if key in self._shared:
-                return self._shared[key]
+        key = _sharing_key(array, exact)
+        if key is not None and key in self._shared:
+            shared = self._shared[key]
+            if array.size <= _SHARED_CONSTANT_LIMIT or np.array_equal(self.initializers[shared], array):
+                return shared
+            key = None  # a digest collision: keep both
         name = self.tensors.claim(base) if exact else self.tensors.fresh(base)
         self.initializers[name] = array
         if key is not None:
