@@ -826,3 +826,22 @@ def test_convs_sharing_a_filter_share_its_onnx_form():
     want, got = Interpreter(b.graph).run(feed, names), run_onnx(model, feed, names)
     for name in names:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+def test_a_zero_pad_read_only_by_convs_folds_into_each():
+    """keras-cv's YOLOv8 head: one ZeroPadding2D'd map read by the box conv, the class conv and the
+    next downsampling conv. Each takes the padding as its own pads; no Pad node is left."""
+    rng = np.random.default_rng(41)
+    b = Builder()
+    x = b.input("x", [1, 6, 6, 4])
+    padded = b("Pad", b("Relu", x), b.const(np.asarray([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32)),
+               Tpaddings=DType.INT32)
+    convs = [b("Conv2D", padded, b.const(_weights(rng, 3, 3, 4, n)), strides=[1, s, s, 1], padding="VALID")
+             for n, s in ((5, 1), (3, 1), (8, 2))]
+    names = [c.name for c in convs]
+    result = export_with_report(b.graph, ["x"], names)
+    assert "Pad" not in result.report.op_counts and result.report.stats["pad_into_conv"] == 3
+    feed = {"x": rng.standard_normal((1, 6, 6, 4)).astype(np.float32)}
+    want, got = Interpreter(b.graph).run(feed, names), run_onnx(result.model, feed, names)
+    for name in names:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)

@@ -160,11 +160,14 @@ def _bias_vector(ctx: LoweringContext, op_type: str, array: np.ndarray, x: Value
 
 def zero_pad_source(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tuple[int, ...], rank: int = 4
                     ) -> Optional[tuple[Value, list[tuple[int, int]]]]:
-    """If `x` is a zero Pad of only spatial axes of a rank-`rank` tensor, read only by `conv`: its
-    input and the pads. A chain of such Pads (Keras' ZeroPadding2D before a layer's own pad, as
-    in keras-hub's HGNetV2) is read through, the amounts added up."""
+    """If `x` is a zero Pad of only spatial axes of a rank-`rank` tensor, read only by `conv` or
+    only by convolutions that fold it too: its input and the pads. A chain of such Pads (Keras'
+    ZeroPadding2D before a layer's own pad, as in keras-hub's HGNetV2) is read through, the
+    amounts added up."""
     pad = x.op
-    if pad.type not in _ZERO_PAD_OPS or ctx.is_constant(x) or not single_use(ctx, x, conv):
+    if pad.type not in _ZERO_PAD_OPS or ctx.is_constant(x):
+        return None
+    if not single_use(ctx, x, conv) and not _read_by_pad_folding_convs(ctx, x, conv):
         return None
     amounts = ctx.constant(pad.operands[1])
     if amounts is None or amounts.shape != (rank, 2) or (amounts < 0).any():
@@ -178,6 +181,18 @@ def zero_pad_source(ctx: LoweringContext, conv: Op, x: Value, spatial_axes: tupl
     inner, pads = pad.operands[0], [(int(amounts[a][0]), int(amounts[a][1])) for a in spatial_axes]
     further = zero_pad_source(ctx, pad, inner, spatial_axes, rank)
     return (inner, pads) if further is None else (further[0], _added(pads, further[1]))
+
+
+# Ops whose lowerings fold a zero Pad of their input into their own pads (fold_zero_pad).
+_PAD_FOLDING = frozenset(("Conv2D", "DepthwiseConv2dNative", "Conv3D"))
+
+
+def _read_by_pad_folding_convs(ctx: LoweringContext, x: Value, conv: Op) -> bool:
+    """Whether `conv` and every other reader of `x` are convolutions taking it as their input, so
+    each folds the Pad and no Pad node is left (keras-cv YOLOv8's box and class heads and the next
+    downsampling conv read one padded map). A reader that cannot fold it reads the Pad node."""
+    return (conv.type in _PAD_FOLDING and x not in ctx.keep
+            and all(user.type in _PAD_FOLDING and index == 0 for user, index in x.uses))
 
 
 def _added(pads: list[tuple[int, int]], extra: list[tuple[int, int]]) -> list[tuple[int, int]]:
