@@ -782,9 +782,7 @@ def test_an_empty_pad_read_by_two_convs_is_no_node():
     result = export_with_report(b.graph, ["x"], names)
     assert "Pad" not in result.report.op_counts and result.report.stats["empty_pads_removed"] == 1
     feed = {"x": rng.standard_normal((1, 5, 5, 4)).astype(np.float32)}
-    want, got = Interpreter(b.graph).run(feed, names), run_onnx(result.model, feed, names)
-    for name in names:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+    _runs_like_the_interpreter(b, result.model, feed, names, atol=1e-6)
 
 
 def test_a_focus_stem_converts_the_image_once():
@@ -804,8 +802,7 @@ def test_a_focus_stem_converts_the_image_once():
     result = export_with_report(b.graph, ["x"], [conv.name])
     assert result.report.op_counts["Transpose"] == 2  # the image in, the conv's result out
     feed = {"x": rng.uniform(0, 255, (1, 8, 8, 3)).astype(np.float32)}
-    want, got = Interpreter(b.graph).run(feed, [conv.name]), run_onnx(result.model, feed, [conv.name])
-    np.testing.assert_allclose(got[conv.name], want[conv.name], rtol=1e-5, atol=1e-5)
+    _runs_like_the_interpreter(b, result.model, feed, [conv.name], atol=1e-5)
 
 
 def test_convs_sharing_a_filter_share_its_onnx_form():
@@ -823,9 +820,7 @@ def test_convs_sharing_a_filter_share_its_onnx_form():
     assert len(filters) == 1
     assert all(n.input[1] == filters[0].name for n in model.graph.node if n.op_type == "Conv")
     feed = {x.op.name: rng.standard_normal((1, 8 >> i, 8 >> i, 16)).astype(np.float32) for i, x in enumerate(levels)}
-    want, got = Interpreter(b.graph).run(feed, names), run_onnx(model, feed, names)
-    for name in names:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+    _runs_like_the_interpreter(b, model, feed, names, atol=1e-5)
 
 
 def test_a_zero_pad_read_only_by_convs_folds_into_each():
@@ -842,6 +837,10 @@ def test_a_zero_pad_read_only_by_convs_folds_into_each():
     result = export_with_report(b.graph, ["x"], names)
     assert "Pad" not in result.report.op_counts and result.report.stats["pad_into_conv"] == 3
     feed = {"x": rng.standard_normal((1, 6, 6, 4)).astype(np.float32)}
-    want, got = Interpreter(b.graph).run(feed, names), run_onnx(result.model, feed, names)
+    _runs_like_the_interpreter(b, result.model, feed, names, atol=1e-5)
+
+
+def _runs_like_the_interpreter(b: "Builder", model: onnx.ModelProto, feed: dict, names: list, atol: float) -> None:
+    want, got = Interpreter(b.graph).run(feed, names), run_onnx(model, feed, names)
     for name in names:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=atol)
