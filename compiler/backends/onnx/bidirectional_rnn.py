@@ -202,9 +202,10 @@ def _static_dims(builder: GraphBuilder, tensor: str) -> Optional[list[int]]:
 
 def _reversed_axes(builder: GraphBuilder, node: Node) -> Optional[set[int]]:
     """The axes a Slice reverses whole, when that is all it does."""
-    if len(node.inputs) != 5:
+    bounds = slice_bounds(builder, node)
+    if bounds is None:
         return None
-    starts, ends, axes, steps = (constant_ints(builder, name) for name in node.inputs[1:])
+    starts, ends, axes, steps = bounds
     if None in (starts, ends, axes, steps) or not axes or min(axes) < 0 or len(set(axes)) != len(axes):
         return None
     if not len(starts) == len(ends) == len(axes) == len(steps):
