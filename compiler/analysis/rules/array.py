@@ -237,7 +237,7 @@ def _scalar(facts: OpFacts) -> Optional[list[Shape]]:
 
 # Ops whose result shape is the value of one operand.
 _SHAPE_OPERAND = {"Fill": 0, "BroadcastTo": 1, "RandomUniform": 0, "RandomStandardNormal": 0, "RandomUniformInt": 0,
-                  "TruncatedNormal": 0}
+                  "TruncatedNormal": 0, "StridedSliceGrad": 0}
 
 
 @shape_rule(*_SHAPE_OPERAND)

@@ -17,7 +17,7 @@ SAME_SHAPE_OPS = (
 )
 
 BROADCAST_OPS = (
-    "Add", "AddV2", "Atan2", "BiasAddGrad", "Div", "DivNoNan", "Equal", "FloorDiv", "FloorMod",
+    "Add", "AddV2", "Atan2", "Div", "DivNoNan", "Equal", "FloorDiv", "FloorMod",
     "Greater", "GreaterEqual", "Less", "LessEqual", "LogicalAnd", "LogicalOr", "Maximum",
     "Minimum", "Mod", "Mul", "MulNoNan", "NotEqual", "Pow", "RealDiv", "SquaredDifference", "Sub",
     "TruncateDiv", "TruncateMod", "SelectV2", "AddN", "Xdivy", "Xlogy", "Xlog1py",

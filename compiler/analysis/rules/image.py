@@ -38,9 +38,10 @@ def _pool3d(facts: OpFacts) -> Optional[list[Shape]]:
                    channels)
 
 
-@shape_rule("Conv3DBackpropInputV2", "Conv2DBackpropInput")
+@shape_rule("Conv3DBackpropInputV2", "Conv2DBackpropInput", "DepthwiseConv2dNativeBackpropInput", "AvgPoolGrad")
 def _backprop_input(facts: OpFacts) -> Optional[list[Shape]]:
-    """A transposed conv's result has the shape its `input_sizes` operand states."""
+    """A transposed conv's result (a pool's or depthwise conv's input gradient) has the shape its `input_sizes`
+    (`orig_input_shape`) operand states."""
     rank = 5 if facts.op.type.startswith("Conv3D") else 4
     sizes = facts.known_ints(0)
     return [Shape(tuple(sizes)) if sizes is not None and len(sizes) == rank else Shape((None,) * rank)]

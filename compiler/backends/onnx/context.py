@@ -92,6 +92,10 @@ class LoweringContext:
     def is_constant(self, value: Value) -> bool:
         return self.info.is_constant(value)
 
+    def is_read(self, value: Value) -> bool:
+        """Whether an op or the graph's outputs read `value`."""
+        return bool(value.uses) or value in self.keep
+
     def const_operand(self, op: Op, index: int, what: str) -> np.ndarray:
         """Operand `index`, which this lowering needs at compile time."""
         found = self.constant(op.operands[index])

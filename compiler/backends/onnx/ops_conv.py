@@ -276,26 +276,35 @@ def transposed_end(size: int, window: int, stride: int, dilation: int, before: i
     return (end, 0) if end >= 0 else (0, -end)
 
 
-@lowers("Conv2DBackpropInput", "Conv2DBackpropInputV2")
+@lowers("Conv2DBackpropInput", "Conv2DBackpropInputV2", "DepthwiseConv2dNativeBackpropInput")
 def _conv2d_backprop_input(ctx: LoweringContext, op: Op) -> None:
     """Conv2D's input gradient is ONNX ConvTranspose, channels-first: the HWIO filter read as OIHW
-    is ConvTranspose's (C_in, C_out, kH, kW) weight, TF's forward padding becomes its pads."""
+    is ConvTranspose's (C_in, C_out, kH, kW) weight, TF's forward padding becomes its pads.  A
+    depthwise conv's is the same with group=C: its (C·M)·1·HW filter maps each channel's M
+    gradients back to that channel."""
     fmt, perm = _format(op)
     strides = window_attr(op, fmt, "strides")
     spatial = backprop_input_spatial(ctx, op, fmt, 4, strides)
     filter_dims = ctx.shape(op.operands[1]).dims
     if filter_dims is None or None in filter_dims:
         raise UnsupportedOpError(op.type, op.name, "the filter shape must be static")
-    dilations = window_attr(op, fmt, "dilations")
-    kernel = [int(k) for k in filter_dims[:2]]  # type: ignore[misc]
-    pairs = window_pads(op, fmt, spatial, kernel, strides, dilations)
+    weight, kernel, channels = conv_filter(ctx, op, 1, op.type == "DepthwiseConv2dNativeBackpropInput")
+    out = emit_transposed(ctx, op, ctx.operand(op, 2, perm), weight, spatial, kernel, strides,
+                          window_attr(op, fmt, "dilations"), channels or 1)
+    ctx.bind(op.results[0], out, perm)
+
+
+def emit_transposed(ctx: LoweringContext, op: Op, dy: str, weight: str, spatial: Sequence[int],
+                    kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int], group: int = 1) -> str:
+    """The ConvTranspose spreading `dy` (channels-first) back over an input of `spatial` size,
+    padded as the op's forward window was."""
+    pairs = window_pads(op, data_format(op.attr("data_format")), spatial, kernel, strides, dilations)
     ends = [transposed_end(size, k, s, d, *pair)
             for size, k, s, d, pair in zip(spatial, kernel, strides, dilations, pairs)]  # type: ignore[arg-type]
-    weight, _, _ = conv_filter(ctx, op, 1, False)
-    out = ctx.emit1(op, "ConvTranspose", [ctx.operand(op, 2, perm), weight], kernel_shape=kernel, strides=strides,
-                    dilations=dilations, pads=[b for b, _ in pairs] + [e for e, _ in ends],  # type: ignore[union-attr]
-                    output_padding=[extra for _, extra in ends])
-    ctx.bind(op.results[0], out, perm)
+    grouped = {"group": group} if group != 1 else {}
+    return ctx.emit1(op, "ConvTranspose", [dy, weight], kernel_shape=list(kernel), strides=list(strides),
+                     dilations=list(dilations), pads=[b for b, _ in pairs] + [e for e, _ in ends],  # type: ignore
+                     output_padding=[extra for _, extra in ends], **grouped)
 
 
 # -- pools -------------------------------------------------------------------------

@@ -260,7 +260,7 @@ def _training_batch_norm(ctx: LoweringContext, op: Op, x: str, perm: layout.Perm
 
 def _read(ctx: LoweringContext, op: Op, index: int) -> bool:
     """Result `index` exists and an op or the graph's outputs read it."""
-    return index < len(op.results) and bool(op.results[index].uses or op.results[index] in ctx.keep)
+    return index < len(op.results) and ctx.is_read(op.results[index])
 
 
 def _training_statistics(ctx: LoweringContext, op: Op, mean: str, variance: str, wanted: list[int],

@@ -22,7 +22,7 @@ from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
 from compiler.backends.onnx.ops_array import INT64_MAX, int64_operand, shape_slice
 from compiler.backends.onnx.registry import lowers
-from compiler.ir.graph import Op, Value
+from compiler.ir.graph import Op
 from compiler.runtime.kernels import KernelError, get_kernel
 from compiler.runtime.kernels.sparse import MAX_RANK
 
@@ -120,10 +120,6 @@ def _sparse_reshape(ctx: LoweringContext, op: Op) -> None:
     ctx.bind(op.results[0], ctx.emit1(op, "Mod", [steps, modulus], fmod=1))
 
 
-def _read(ctx: LoweringContext, value: Value) -> bool:
-    return bool(value.uses) or value in ctx.keep
-
-
 def _fill_entries(ctx: LoweringContext, op: Op, empty_rows: str) -> str:
     """[E, rank] indices (row, 0, ..., 0) of the empty rows."""
     rank = None
@@ -170,7 +166,7 @@ def _sparse_fill_empty_rows(ctx: LoweringContext, op: Op) -> None:
     _, order = ctx.helper(op, "by_row", "TopK", [keys, total], 2, axis=0, largest=0, sorted=1)
     ctx.bind(op.results[0], ctx.node("Gather", [every, order], ctx.prefix + op.results[0].name, axis=0)[0])
     ctx.bind(op.results[1], ctx.node("Gather", [values, order], ctx.prefix + op.results[1].name, axis=0)[0])
-    if _read(ctx, op.results[3]):
+    if ctx.is_read(op.results[3]):
         _, places = ctx.helper(op, "places", "TopK", [order, total], 2, axis=0, largest=0, sorted=1)
         given = ctx.helper1(op, "given", "Shape", [rows])
         start = ctx.ints([0], f"{op.name}/from")

@@ -345,14 +345,21 @@ def strided_slice_index(shape: tuple[int, ...], begin: list[int], end: list[int]
 SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 
-@kernel("StridedSlice")
-def _strided_slice(attrs: Attrs, inputs: list[Array]) -> list[Array]:
-    x, begin, end, strides = inputs
+def strided_slice_operands(attrs: Attrs, shape: tuple[int, ...], begin: Array, end: Array,
+                           strides: Array) -> tuple[object, ...]:
+    """The numpy index of a StridedSlice (or StridedSliceGrad: the region its gradient fills) of
+    a tensor of `shape`, from the op's begin/end/strides operands and mask attributes."""
     b, e, s = int_vector(begin), int_vector(end), int_vector(strides)
     if not len(b) == len(e) == len(s):
         raise KernelError("begin, end and strides must have equal length")
     masks = {name: int(attr(attrs, name, 0)) for name in SLICE_MASKS}  # type: ignore[arg-type]
-    return [np.array(x[strided_slice_index(x.shape, b, e, s, masks)])]
+    return strided_slice_index(shape, b, e, s, masks)
+
+
+@kernel("StridedSlice")
+def _strided_slice(attrs: Attrs, inputs: list[Array]) -> list[Array]:
+    x, begin, end, strides = inputs
+    return [np.array(x[strided_slice_operands(attrs, x.shape, begin, end, strides)])]
 
 
 # ---------------------------------------------------------------- construction

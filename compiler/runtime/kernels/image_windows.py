@@ -2,8 +2,8 @@
 
 MaxPoolWithArgmax gives the max of each window and where it came from, as a
 flat NHWC index.  TF scans each window row by row and keeps the first strict maximum, so ties
-go to the earliest position; padding never wins.  The index flattens
-(y, x, c), plus the image's offset when include_batch_in_index is set.
+go to the earliest position; padding never wins (`first_max_taps`, which MaxPoolGrad shares).
+The index flattens (y, x, c), plus the image's offset when include_batch_in_index is set.
 """
 from __future__ import annotations
 
@@ -11,12 +11,29 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .common import attr, choice, dtype_attr, int_list, is_floating
-from .nn import axis_window_pads, pad_or_crop, pool_geometry, windows
+from .common import attr, choice, dtype_attr, int_list
+from .nn import Pads, axis_window_pads, pad_or_crop, pool_geometry, valid_taps, windows
 from .registry import KernelError, kernel
 
 Array = np.ndarray
 Attrs = Mapping[str, object]
+
+
+def first_max_taps(x: Array, window: tuple[int, int], stride: tuple[int, int], pads: Pads) -> tuple[Array, Array]:
+    """Each window's maximum over NHWC `x` and its flat tap (row * KW + column), both (N, OH, OW, C), as TF's CPU
+    kernels pick it: the first input tap in row-major order, replaced only by a strictly greater one.  So ties go to
+    the earliest tap, a NaN wins only when it comes first, and padding never wins (-1: a window of padding only)."""
+    view = windows(pad_or_crop(x, pads), window, stride)
+    inside = valid_taps(x.shape[1:3], window, stride, pads)
+    best = np.full(view.shape[:4], -1, dtype=np.int64)
+    values = np.zeros(view.shape[:4], dtype=x.dtype)
+    for i in range(window[0]):
+        for j in range(window[1]):
+            tap = view[..., i, j]
+            take = inside[..., i, j] & ((best < 0) | (tap > values))
+            best[take] = i * window[1] + j
+            values = np.where(take, tap, values)
+    return values, best
 
 
 @kernel("MaxPoolWithArgmax")
@@ -26,18 +43,14 @@ def _max_pool_with_argmax(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     if attr(attrs, "data_format", "NHWC") not in ("NHWC", b"NHWC"):
         raise KernelError("only NHWC is supported")
     n, height, width, channels = x.shape
-    lowest = -np.inf if is_floating(x.dtype) else np.iinfo(x.dtype).min
-    view = windows(pad_or_crop(x, pads, fill=np.array(lowest).astype(x.dtype)), window, stride)
-    flat = view.reshape(view.shape[:4] + (-1,))  # N, OH, OW, C, KH*KW
-    best = np.argmax(flat, axis=-1)  # the first maximum, as TF's scan keeps it
-    out_h, out_w = view.shape[1], view.shape[2]
+    values, best = first_max_taps(x, window, stride, pads)
+    out_h, out_w = values.shape[1], values.shape[2]
     rows = np.arange(out_h)[None, :, None, None] * stride[0] - pads[0][0] + best // window[1]
     cols = np.arange(out_w)[None, None, :, None] * stride[1] - pads[1][0] + best % window[1]
     index = (rows * width + cols) * channels + np.arange(channels)
     if attr(attrs, "include_batch_in_index", False):
         index = index + np.arange(n)[:, None, None, None] * (height * width * channels)
-    values = np.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
-    return [values.astype(x.dtype), index.astype(dtype_attr(attrs, "Targmax", np.int64))]
+    return [values, index.astype(dtype_attr(attrs, "Targmax", np.int64))]
 
 
 @kernel("ExtractImagePatches")

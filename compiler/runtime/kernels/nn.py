@@ -27,12 +27,17 @@ _FORMATS_2D = ("NHWC", "NCHW")
 # ---------------------------------------------------------------- layout helpers
 
 
-def _to_nhwc(x: Array, data_format: str) -> Array:
+def to_nhwc(x: Array, data_format: str) -> Array:
     return x.transpose(0, 2, 3, 1) if data_format == "NCHW" else x
 
 
-def _from_nhwc(x: Array, data_format: str) -> Array:
+def from_nhwc(x: Array, data_format: str) -> Array:
     return x.transpose(0, 3, 1, 2) if data_format == "NCHW" else x
+
+
+def channel_axis(data_format: str, rank: int) -> int:
+    """NC* formats put channels at dim 1 whatever the rank; the others at the last dim."""
+    return 1 if data_format.startswith("NC") else rank - 1
 
 
 def _hw(values: list[int], data_format: str, name: str) -> tuple[int, int]:
@@ -99,6 +104,29 @@ def windows(x: Array, kernel_hw: tuple[int, int], strides: tuple[int, int],
     return view[:, ::sh, ::sw, :, ::dh, ::dw]
 
 
+def fold_windows(taps: Array, in_hw: tuple[int, int], pads: Pads, strides: tuple[int, int],
+                 dilations: tuple[int, int] = (1, 1)) -> Array:
+    """The adjoint of `windows`: each window's taps (N, OH, OW, C, KH, KW) added back where `windows` read them,
+    overlapping windows summing, then the padding dropped -- what every input gradient of a windowed op does."""
+    n, oh, ow, c, kh, kw = taps.shape
+    (t, b), (l, r) = pads
+    (sh, sw), (dh, dw) = strides, dilations
+    full_h = max(in_hw[0] + t + b, (oh - 1) * sh + (kh - 1) * dh + 1)
+    full_w = max(in_hw[1] + l + r, (ow - 1) * sw + (kw - 1) * dw + 1)
+    canvas = np.zeros(checked_shape((n, full_h, full_w, c), taps.itemsize), dtype=taps.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            canvas[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw] += taps[..., i, j]
+    return canvas[:, t:t + in_hw[0], l:l + in_hw[1]]
+
+
+def valid_taps(in_hw: tuple[int, int], kernel_hw: tuple[int, int], strides: tuple[int, int], pads: Pads) -> Array:
+    """(1, OH, OW, 1, KH, KW): True where a window's tap reads the input, False where it reads padding
+    (average pools divide by the count of these; max pools never pick the others)."""
+    inside = np.ones((1,) + tuple(in_hw) + (1,), dtype=np.bool_)
+    return windows(pad_or_crop(inside, pads, fill=False), kernel_hw, strides)
+
+
 def compute_type(dtype: np.dtype) -> np.dtype:
     """float64 for floats; int64 for ints (wraps back identically on the cast)."""
     return np.dtype(np.int64) if np.dtype(dtype).kind in "iu" else accumulator(dtype)
@@ -161,10 +189,10 @@ def _conv2d(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     _check_4d(x, "input")
     _check_4d(w, "filter")
     spec = _ConvSpec(attrs)
-    x = _to_nhwc(x, spec.data_format)
+    x = to_nhwc(x, spec.data_format)
     pads = spec.pads(x.shape[1:3], w.shape[:2])
     out = conv2d_nhwc(x, w, spec.strides, spec.dilations, pads)
-    return [_from_nhwc(out, spec.data_format)]
+    return [from_nhwc(out, spec.data_format)]
 
 
 def depthwise_nhwc(x: Array, w: Array, strides: tuple[int, int], dilations: tuple[int, int],
@@ -190,18 +218,18 @@ def _depthwise_conv2d(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     _check_4d(x, "input")
     _check_4d(w, "filter")
     spec = _ConvSpec(attrs)
-    x = _to_nhwc(x, spec.data_format)
+    x = to_nhwc(x, spec.data_format)
     kh, kw, c, _ = w.shape
     if x.shape[3] != c:
         raise KernelError(f"input depth {x.shape[3]} != filter depth {c}")
     out = depthwise_nhwc(x, w, spec.strides, spec.dilations, spec.pads(x.shape[1:3], (kh, kw)))
-    return [_from_nhwc(out, spec.data_format)]
+    return [from_nhwc(out, spec.data_format)]
 
 
-def _conv2d_backprop_input(attrs: Attrs, input_shape: list[int], w: Array,
-                           dy: Array) -> Array:
-    """Transposed convolution: scatter dy x filter^T back onto the padded input,
-    one strided add per filter tap, then drop the padding."""
+def conv2d_backprop_input(attrs: Attrs, input_shape: list[int], w: Array, dy: Array,
+                          depthwise: bool = False) -> Array:
+    """Transposed (or, with `depthwise`, transposed depthwise) convolution: dy times the
+    filter, per tap, folded back onto the padded input, then the padding dropped."""
     _check_4d(w, "filter")
     _check_4d(dy, "out_backprop")
     spec = _ConvSpec(attrs)
@@ -212,40 +240,38 @@ def _conv2d_backprop_input(attrs: Attrs, input_shape: list[int], w: Array,
     if len(input_shape) != 4:
         raise KernelError(f"input_sizes must have 4 entries, got {input_shape}")
     checked_shape(input_shape, 8, "input_sizes")
-    n, h, wd, c = _to_nhwc(np.empty(input_shape, dtype=np.bool_), spec.data_format).shape
-    dy = _to_nhwc(dy, spec.data_format)
+    n, h, wd, c = to_nhwc(np.empty(input_shape, dtype=np.bool_), spec.data_format).shape
+    dy = to_nhwc(dy, spec.data_format)
     kh, kw, cin, cout = w.shape
     if cin != c:
         raise KernelError(f"input depth {c} != filter depth {cin}")
-    (t, b), (l, r) = spec.pads((h, wd), (kh, kw))
+    pads = spec.pads((h, wd), (kh, kw))
     (sh, sw), (dh, dw) = spec.strides, spec.dilations
-    oh = ((h + t + b) - ((kh - 1) * dh + 1)) // sh + 1
-    ow = ((wd + l + r) - ((kw - 1) * dw + 1)) // sw + 1
-    if dy.shape != (n, oh, ow, cout):
-        raise KernelError(f"out_backprop shape {list(dy.shape)} != expected {[n, oh, ow, cout]}")
+    oh = ((h + sum(pads[0])) - ((kh - 1) * dh + 1)) // sh + 1
+    ow = ((wd + sum(pads[1])) - ((kw - 1) * dw + 1)) // sw + 1
+    expected = [n, oh, ow, cin * cout if depthwise else cout]
+    if list(dy.shape) != expected:
+        raise KernelError(f"out_backprop shape {list(dy.shape)} != expected {expected}")
     acc = compute_type(dy.dtype)
-    cols = np.tensordot(dy.astype(acc), w.astype(acc), axes=([3], [3]))  # N,OH,OW,KH,KW,C
-    full_h = max(h + t + b, (oh - 1) * sh + (kh - 1) * dh + 1)
-    full_w = max(wd + l + r, (ow - 1) * sw + (kw - 1) * dw + 1)
-    dx = np.zeros(checked_shape((n, full_h, full_w, c), acc.itemsize), dtype=acc)
-    for i in range(kh):
-        for j in range(kw):
-            dx[:, i * dh:i * dh + (oh - 1) * sh + 1:sh,
-               j * dw:j * dw + (ow - 1) * sw + 1:sw] += cols[:, :, :, i, j]
-    out = dx[:, t:t + h, l:l + wd].astype(dy.dtype)
-    return _from_nhwc(out, spec.data_format)
+    wide_dy, wide_w = dy.astype(acc), w.astype(acc)
+    if depthwise:  # output channel c * M + m came from input channel c through w[..., c, m]
+        taps = np.einsum("nhwcm,ijcm->nhwcij", wide_dy.reshape(n, oh, ow, cin, cout), wide_w)
+    else:
+        taps = np.moveaxis(np.tensordot(wide_dy, wide_w, axes=([3], [3])), 5, 3)  # one BLAS call
+    out = fold_windows(taps, (h, wd), pads, spec.strides, spec.dilations).astype(dy.dtype)
+    return from_nhwc(out, spec.data_format)
 
 
 @kernel("Conv2DBackpropInput")
 def _conv2d_backprop_input_v1(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     sizes, w, dy = inputs
-    return [_conv2d_backprop_input(attrs, int_vector(sizes), w, dy)]
+    return [conv2d_backprop_input(attrs, int_vector(sizes), w, dy)]
 
 
 @kernel("Conv2DBackpropInputV2")
 def _conv2d_backprop_input_v2(attrs: Attrs, inputs: list[Array]) -> list[Array]:
     x, w, dy = inputs
-    return [_conv2d_backprop_input(attrs, list(x.shape), w, dy)]
+    return [conv2d_backprop_input(attrs, list(x.shape), w, dy)]
 
 
 # ---------------------------------------------------------------- fused pad / resize conv
@@ -303,12 +329,12 @@ def _fused_resize_pad_conv2d(attrs: Attrs, inputs: list[Array]) -> list[Array]:
 
 @kernel("BiasAdd", "BiasAddV1")
 def _bias_add(attrs: Attrs, inputs: list[Array]) -> list[Array]:
-    """NCHW puts channels at dim 1 whatever the rank; NHWC at the last dim."""
+    """NCHW puts channels at dim 1 whatever the rank (`channel_axis`); NHWC at the last dim."""
     x, bias = inputs
     fmt = choice(attrs, "data_format", _FORMATS_2D + ("NDHWC", "NCDHW"), "NHWC")
     if x.ndim < 2 or bias.ndim != 1:
         raise KernelError(f"bad shapes value {list(x.shape)} bias {list(bias.shape)}")
-    axis = 1 if fmt.startswith("NC") else x.ndim - 1
+    axis = channel_axis(fmt, x.ndim)
     if x.shape[axis] != bias.shape[0]:
         raise KernelError(f"bias size {bias.shape[0]} != channel dim {x.shape[axis]}")
     shaped = bias.reshape((-1,) + (1,) * (x.ndim - 1 - axis))
@@ -389,7 +415,7 @@ def pool_geometry(attrs: Attrs, ksize: list[int], strides: list[int], x: Array,
     explicit: Pads = ((0, 0), (0, 0))
     if padding == "EXPLICIT":
         explicit = _explicit_hw(int_list(attrs, "explicit_paddings", []), fmt)
-    x = _to_nhwc(x, fmt)
+    x = to_nhwc(x, fmt)
     pads: Pads = (axis_window_pads(x.shape[1], window[0], stride[0], padding, explicit[0]),
                   axis_window_pads(x.shape[2], window[1], stride[1], padding, explicit[1]))
     return fmt, x, window, stride, pads
@@ -401,7 +427,7 @@ def max_pool(attrs: Attrs, x: Array, ksize: list[int], strides: list[int]) -> Ar
     lowest = -np.inf if is_floating(x.dtype) else np.iinfo(x.dtype).min
     xp = pad_or_crop(x, pads, fill=np.array(lowest).astype(x.dtype))
     out = windows(xp, window, stride).max(axis=(-2, -1))
-    return _from_nhwc(out.astype(x.dtype), fmt)
+    return from_nhwc(out.astype(x.dtype), fmt)
 
 
 @kernel("MaxPool")
@@ -423,16 +449,11 @@ def _avg_pool(attrs: Attrs, inputs: list[Array]) -> list[Array]:
                                                   paddings=("SAME", "VALID"))
     acc = accumulator(x.dtype)
     total = windows(pad_or_crop(x.astype(acc), pads), window, stride).sum(axis=(-2, -1))
-    ones = np.ones((1,) + x.shape[1:3] + (1,), dtype=acc)
-    count = windows(pad_or_crop(ones, pads), window, stride).sum(axis=(-2, -1))
-    return [_from_nhwc((total / count).astype(x.dtype), fmt)]
+    count = valid_taps(x.shape[1:3], window, stride, pads).sum(axis=(-2, -1))
+    return [from_nhwc((total / count).astype(x.dtype), fmt)]
 
 
 # ---------------------------------------------------------------- normalisation
-
-
-def _channel_axis(data_format: str, rank: int) -> int:
-    return 1 if data_format.startswith("NC") else rank - 1
 
 
 def _fused_batch_norm(attrs: Attrs, inputs: list[Array], formats: tuple[str, ...],
@@ -445,7 +466,7 @@ def _fused_batch_norm(attrs: Attrs, inputs: list[Array], formats: tuple[str, ...
     eps = float(attr(attrs, "epsilon", 1e-4))  # type: ignore[arg-type]
     training = bool(attr(attrs, "is_training", True))
     stat_type = scale.dtype
-    axis = _channel_axis(fmt, x.ndim)
+    axis = channel_axis(fmt, x.ndim)
     shape = [1] * x.ndim
     shape[axis] = -1
     wide = x.astype(np.float64)

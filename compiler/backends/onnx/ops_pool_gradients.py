@@ -1,0 +1,100 @@
+"""The gradients of MaxPool and AvgPool, as a saliency map's GradientTape leaves them.
+
+MaxPoolGrad sends each window's gradient to where the window's maximum was:
+ONNX MaxPool names that position in its Indices output (row-major over the
+channels-first input, padding not counted), and ScatterElements adds the
+gradients there, so overlapping windows sum as in TF.  AvgPoolGrad spreads
+each gradient evenly over the input elements its window averaged: a
+ConvTranspose of the gradient, divided by each window's count, with a
+filter of ones per channel.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+from onnx import numpy_helper
+
+from compiler.analysis.window import DataFormat, data_format
+from compiler.backends.onnx import layout
+from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.errors import UnsupportedOpError
+from compiler.backends.onnx.ops_conv import emit_transposed, onnx_pad_attrs, window_attr, window_pads
+from compiler.backends.onnx.registry import CHANNELS_FIRST, lowers
+from compiler.ir.graph import Op
+
+# ScatterElements adds duplicates (reduction="add") from opset 16.
+_SCATTER_ADD_OPSET = 16
+
+
+def _channels_first(op: Op) -> tuple[DataFormat, Optional[layout.Perm]]:
+    fmt = data_format(op.attr("data_format"))
+    if fmt.name not in ("NHWC", "NCHW"):
+        raise UnsupportedOpError(op.type, op.name, f"data_format {fmt.name}")
+    return fmt, (layout.channels_first(4) if fmt.channels_last else None)
+
+
+@lowers("MaxPoolGrad", layout=CHANNELS_FIRST)
+def _max_pool_grad(ctx: LoweringContext, op: Op) -> None:
+    if ctx.opset < _SCATTER_ADD_OPSET:
+        raise UnsupportedOpError(op.type, op.name, f"needs ONNX opset {_SCATTER_ADD_OPSET} or newer "
+                                                   f"(ScatterElements with reduction='add'); this export is {ctx.opset}")
+    fmt, perm = _channels_first(op)
+    x = ctx.value_in(op.operands[0], perm)
+    dims = ctx.shape(op.operands[0]).dims
+    spatial = [None, None] if dims is None else [dims[a] for a in fmt.spatial_axes(4)]
+    windows, steps = window_attr(op, fmt, "ksize"), window_attr(op, fmt, "strides")
+    pads = window_pads(op, fmt, spatial, windows, steps, [1, 1])
+    _, where = ctx.helper(op, "argmax", "MaxPool", [x], 2, kernel_shape=windows, strides=steps,
+                          **onnx_pad_attrs(pads))
+    shape, size = _shape_and_size(ctx, op, x, dims, perm)
+    flat = ctx.ints([-1], f"{op.name}/flat")
+    zeros = ctx.helper1(op, "zeros", "ConstantOfShape", [size],
+                        value=numpy_helper.from_array(np.zeros(1, ctx.dtype(op.results[0]).to_numpy())))
+    updates = ctx.helper1(op, "updates", "Reshape", [ctx.value_in(op.operands[2], perm), flat])
+    positions = ctx.helper1(op, "positions", "Reshape", [where, flat])
+    summed = ctx.helper1(op, "summed", "ScatterElements", [zeros, positions, updates], axis=0, reduction="add")
+    ctx.bind(op.results[0], ctx.emit1(op, "Reshape", [summed, shape]), perm)
+
+
+def _shape_and_size(ctx: LoweringContext, op: Op, x: str, dims: Optional[Sequence[Optional[int]]],
+                    perm: Optional[layout.Perm]) -> tuple[str, str]:
+    """x's stored shape and its element count as a [1] vector: constants when the shape is static."""
+    if dims is not None and None not in dims:
+        stored = [int(d) for d in layout.physical_dims(dims, perm)]  # type: ignore[arg-type]
+        return ctx.ints(stored, f"{op.name}/shape"), ctx.ints([int(np.prod(stored))], f"{op.name}/size")
+    shape = ctx.helper1(op, "shape", "Shape", [x])
+    return shape, ctx.helper1(op, "size", "ReduceProd", [shape], keepdims=1)
+
+
+@lowers("AvgPoolGrad", layout=CHANNELS_FIRST)
+def _avg_pool_grad(ctx: LoweringContext, op: Op) -> None:
+    fmt, perm = _channels_first(op)
+    sizes = [int(s) for s in ctx.const_operand(op, 0, "orig_input_shape").reshape(-1)]
+    if len(sizes) != 4:
+        raise UnsupportedOpError(op.type, op.name, f"orig_input_shape {sizes} must have 4 entries")
+    spatial = [sizes[a] for a in fmt.spatial_axes(4)]
+    channels = sizes[fmt.channel_axis(4)]
+    windows, steps = window_attr(op, fmt, "ksize"), window_attr(op, fmt, "strides")
+    pads = window_pads(op, fmt, spatial, windows, steps, [1, 1])
+    counts = _window_counts(spatial, windows, steps, pads)  # type: ignore[arg-type]
+    dtype = ctx.dtype(op.results[0]).to_numpy()
+    dy = ctx.value_in(op.operands[1], perm)
+    if np.all(counts == counts.flat[0]):
+        ones = np.full([channels, 1, *windows], 1.0 / counts.flat[0], dtype)
+    else:
+        ones = np.ones([channels, 1, *windows], dtype)
+        dy = ctx.helper1(op, "averaged", "Div", [dy, ctx.initializer(counts.astype(dtype), f"{op.name}/counts")])
+    weight = ctx.initializer(ones, f"{op.name}/spread")
+    out = emit_transposed(ctx, op, dy, weight, spatial, windows, steps, [1, 1], channels)
+    ctx.bind(op.results[0], out, perm)
+
+
+def _window_counts(spatial: Sequence[int], windows: Sequence[int], steps: Sequence[int],
+                   pads: Sequence[tuple[int, int]]) -> np.ndarray:
+    """[OH, OW]: how many input elements (padding not counted) each output's window averaged."""
+    per_axis = []
+    for size, window, step, (before, after) in zip(spatial, windows, steps, pads):
+        starts = np.arange(0, size + before + after - window + 1, step) - before
+        per_axis.append(np.minimum(starts + window, size) - np.maximum(starts, 0))
+    return np.outer(*per_axis)
