@@ -30,7 +30,8 @@ Pairs = list[tuple[int, int]]
 
 
 
-def _format(op: Op) -> tuple[DataFormat, Perm]:
+def window_format(op: Op) -> tuple[DataFormat, Perm]:
+    """A 2-D windowed op's data_format and the layout it computes in (NHWC runs channels-first)."""
     fmt = data_format(op.attr("data_format"))
     if fmt.name not in ("NHWC", "NCHW"):
         raise UnsupportedOpError(op.type, op.name, f"data_format {fmt.name}")
@@ -147,7 +148,7 @@ def _kernel_hw(ctx: LoweringContext, op: Op, index: int) -> list[int]:
 
 @lowers("Conv2D", "DepthwiseConv2dNative", layout=CHANNELS_FIRST)
 def _conv2d(ctx: LoweringContext, op: Op) -> None:
-    fmt, perm = _format(op)
+    fmt, perm = window_format(op)
     depthwise = op.type == "DepthwiseConv2dNative"
     x = op.operands[0]
     kernel = _kernel_hw(ctx, op, 1)
@@ -282,7 +283,7 @@ def _conv2d_backprop_input(ctx: LoweringContext, op: Op) -> None:
     is ConvTranspose's (C_in, C_out, kH, kW) weight, TF's forward padding becomes its pads.  A
     depthwise conv's is the same with group=C: its (C·M)·1·HW filter maps each channel's M
     gradients back to that channel."""
-    fmt, perm = _format(op)
+    fmt, perm = window_format(op)
     strides = window_attr(op, fmt, "strides")
     spatial = backprop_input_spatial(ctx, op, fmt, 4, strides)
     filter_dims = ctx.shape(op.operands[1]).dims
@@ -309,7 +310,7 @@ def emit_transposed(ctx: LoweringContext, op: Op, dy: str, weight: str, spatial:
 
 # -- pools -------------------------------------------------------------------------
 def _pool(ctx: LoweringContext, op: Op, ksize: Sequence[int], strides: Sequence[int]) -> None:
-    fmt, perm = _format(op)
+    fmt, perm = window_format(op)
     x = op.operands[0]
     windows, steps = window_attr(op, fmt, "ksize", ksize), window_attr(op, fmt, "strides", strides)
     pads = window_pads(op, fmt, _spatial_dims(ctx, x, fmt), windows, steps, [1, 1])

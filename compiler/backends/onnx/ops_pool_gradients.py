@@ -15,11 +15,10 @@ from typing import Optional, Sequence
 import numpy as np
 from onnx import numpy_helper
 
-from compiler.analysis.window import DataFormat, data_format
 from compiler.backends.onnx import layout
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.ops_conv import emit_transposed, onnx_pad_attrs, window_attr, window_pads
+from compiler.backends.onnx.ops_conv import emit_transposed, onnx_pad_attrs, window_attr, window_format, window_pads
 from compiler.backends.onnx.registry import CHANNELS_FIRST, lowers
 from compiler.ir.graph import Op
 
@@ -27,19 +26,12 @@ from compiler.ir.graph import Op
 _SCATTER_ADD_OPSET = 16
 
 
-def _channels_first(op: Op) -> tuple[DataFormat, Optional[layout.Perm]]:
-    fmt = data_format(op.attr("data_format"))
-    if fmt.name not in ("NHWC", "NCHW"):
-        raise UnsupportedOpError(op.type, op.name, f"data_format {fmt.name}")
-    return fmt, (layout.channels_first(4) if fmt.channels_last else None)
-
-
 @lowers("MaxPoolGrad", layout=CHANNELS_FIRST)
 def _max_pool_grad(ctx: LoweringContext, op: Op) -> None:
     if ctx.opset < _SCATTER_ADD_OPSET:
         raise UnsupportedOpError(op.type, op.name, f"needs ONNX opset {_SCATTER_ADD_OPSET} or newer "
                                                    f"(ScatterElements with reduction='add'); this export is {ctx.opset}")
-    fmt, perm = _channels_first(op)
+    fmt, perm = window_format(op)
     x = ctx.value_in(op.operands[0], perm)
     dims = ctx.shape(op.operands[0]).dims
     spatial = [None, None] if dims is None else [dims[a] for a in fmt.spatial_axes(4)]
@@ -69,7 +61,7 @@ def _shape_and_size(ctx: LoweringContext, op: Op, x: str, dims: Optional[Sequenc
 
 @lowers("AvgPoolGrad", layout=CHANNELS_FIRST)
 def _avg_pool_grad(ctx: LoweringContext, op: Op) -> None:
-    fmt, perm = _channels_first(op)
+    fmt, perm = window_format(op)
     sizes = [int(s) for s in ctx.const_operand(op, 0, "orig_input_shape").reshape(-1)]
     if len(sizes) != 4:
         raise UnsupportedOpError(op.type, op.name, f"orig_input_shape {sizes} must have 4 entries")
