@@ -38,7 +38,8 @@ def window_format(op: Op) -> tuple[DataFormat, Perm]:
     return fmt, (layout.channels_first(4) if fmt.channels_last else None)
 
 
-def _spatial_dims(ctx: LoweringContext, value: Value, fmt: DataFormat) -> list[Optional[int]]:
+def spatial_dims(ctx: LoweringContext, value: Value, fmt: DataFormat) -> list[Optional[int]]:
+    """A 4-D value's two spatial sizes under `fmt`, None where unknown."""
     dims = ctx.shape(value).dims
     return [None, None] if dims is None else [dims[a] for a in fmt.spatial_axes(4)]
 
@@ -154,7 +155,7 @@ def _conv2d(ctx: LoweringContext, op: Op) -> None:
     kernel = _kernel_hw(ctx, op, 1)
     strides = window_attr(op, fmt, "strides")
     dilations = window_attr(op, fmt, "dilations")
-    pads = window_pads(op, fmt, _spatial_dims(ctx, x, fmt), kernel, strides, dilations)
+    pads = window_pads(op, fmt, spatial_dims(ctx, x, fmt), kernel, strides, dilations)
     group = 1 if depthwise else _group(ctx, op, x, fmt, ctx.shape(op.operands[1]).dims)
     x, pads = fold_zero_pad(ctx, op, x, fmt.spatial_axes(4), pads)
     out = emit_conv(ctx, op, ctx.value_in(x, perm), 1, depthwise, fmt, pads, group)
@@ -196,7 +197,7 @@ def _mirror_then_conv(ctx: LoweringContext, op: Op, x: str, spatial: Sequence[Op
 @lowers("FusedPadConv2D", layout=CHANNELS_FIRST)
 def _fused_pad_conv(ctx: LoweringContext, op: Op) -> None:
     nchw = layout.channels_first(4)
-    spatial = _spatial_dims(ctx, op.operands[0], DataFormat("NHWC"))
+    spatial = spatial_dims(ctx, op.operands[0], DataFormat("NHWC"))
     out = _mirror_then_conv(ctx, op, ctx.operand(op, 0, nchw), spatial, 1, 2)
     ctx.bind(op.results[0], out, nchw)
 
@@ -309,11 +310,19 @@ def emit_transposed(ctx: LoweringContext, op: Op, dy: str, weight: str, spatial:
 
 
 # -- pools -------------------------------------------------------------------------
+def pool_window(op: Op, fmt: DataFormat, spatial: Sequence[Optional[int]], ksize: Optional[Sequence[int]] = None,
+                strides: Optional[Sequence[int]] = None) -> tuple[list[int], list[int], Optional[Pairs]]:
+    """A pool's (window, strides, pads) over an input of `spatial` size: from `ksize` and
+    `strides` when given (MaxPoolV2 reads them as operands), else from the op's attributes.
+    The pools' gradients share it."""
+    windows, steps = window_attr(op, fmt, "ksize", ksize), window_attr(op, fmt, "strides", strides)
+    return windows, steps, window_pads(op, fmt, spatial, windows, steps, [1, 1])
+
+
 def _pool(ctx: LoweringContext, op: Op, ksize: Sequence[int], strides: Sequence[int]) -> None:
     fmt, perm = window_format(op)
     x = op.operands[0]
-    windows, steps = window_attr(op, fmt, "ksize", ksize), window_attr(op, fmt, "strides", strides)
-    pads = window_pads(op, fmt, _spatial_dims(ctx, x, fmt), windows, steps, [1, 1])
+    windows, steps, pads = pool_window(op, fmt, spatial_dims(ctx, x, fmt), ksize, strides)
     onnx_op = "MaxPool" if op.type.startswith("MaxPool") else "AveragePool"
     out = ctx.emit1(op, onnx_op, [ctx.value_in(x, perm)], kernel_shape=windows, strides=steps, **onnx_pad_attrs(pads))
     ctx.bind(op.results[0], out, perm)

@@ -25,6 +25,7 @@ from compiler.backends.onnx.layout import Perm
 from compiler.backends.onnx.registry import AGNOSTIC, ALIAS, lowers
 from compiler.ir.dtypes import DType
 from compiler.ir.graph import Op, Value
+from compiler.runtime.kernels.nn import SELU_ALPHA, SELU_SCALE
 
 UNARY = {
     "Abs": "Abs", "Acos": "Acos", "Acosh": "Acosh", "Asin": "Asin", "Asinh": "Asinh", "Atan": "Atan",
@@ -228,12 +229,10 @@ def _elu(ctx: LoweringContext, op: Op, x: str, scale: float = 1.0, alpha: float 
     return ctx.emit1(op, "Where", [negative, below, above])
 
 
-# TF's SELU constants (its kernel's, in double).
-_SELU_SCALE, _SELU_ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
 # Double ops onnxruntime has float kernels only for, each as a formula in double.  The others are refused: the
 # inverse trigonometric and hyperbolic functions and Erf have no ONNX formula, Sinh and Softplus would cancel.
 _DOUBLE_FORMULAS = {"Tan": _tan, "Cosh": _cosh, "Softsign": _softsign, "Elu": _elu,
-                    "Selu": lambda ctx, op, x: _elu(ctx, op, x, _SELU_SCALE, _SELU_ALPHA)}
+                    "Selu": lambda ctx, op, x: _elu(ctx, op, x, SELU_SCALE, SELU_ALPHA)}
 
 
 @lowers("Relu6", layout=AGNOSTIC)

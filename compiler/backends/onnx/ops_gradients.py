@@ -16,22 +16,18 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from compiler.backends.onnx import layout
-from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.opset import reduce
 from compiler.backends.onnx.ops_elementwise import broadcast_operands
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
-from compiler.backends.onnx.shape_terms import Element, terms
 from compiler.ir.attrs import attr_text
 from compiler.ir.graph import Op, Value
 from compiler.runtime.kernels.array import SLICE_MASKS, strided_slice_index
-from compiler.runtime.kernels.nn import channel_axis
+from compiler.runtime.kernels.nn import LEAKY_RELU_DEFAULT_ALPHA, SELU_ALPHA, SELU_SCALE, channel_axis
 from compiler.runtime.kernels import KernelError
 
-# TF's SELU constants (its kernel's, in double), and LeakyRelu's default slope: the float32 nearest 0.2.
-_SELU_SCALE, _SELU_ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
-_LEAKY_RELU_ALPHA = float(np.float32(0.2))
 
 
 class _Terms:
@@ -103,7 +99,7 @@ def _inside_relu6(t: _Terms) -> str:
 
 def _leaky_relu_grad(t: _Terms) -> tuple[str, list[str]]:
     """features > 0 ? gradients : gradients * alpha."""
-    alpha = float(t.op.attr("alpha", _LEAKY_RELU_ALPHA))
+    alpha = float(t.op.attr("alpha", LEAKY_RELU_DEFAULT_ALPHA))
     return "Where", [_positive(t), t.first, t.node("scaled", "Mul", t.first, t.const(alpha, "alpha"))]
 
 
@@ -134,7 +130,7 @@ _FORMULAS: dict[str, Formula] = {
     "TanhGrad": _times_one_minus_square, "SigmoidGrad": _sigmoid_grad, "RsqrtGrad": _rsqrt_grad,
     "SqrtGrad": _sqrt_grad, "ReciprocalGrad": _reciprocal_grad, "InvGrad": _reciprocal_grad,
     "ReluGrad": _masked(_positive), "Relu6Grad": _masked(_inside_relu6), "LeakyReluGrad": _leaky_relu_grad,
-    "EluGrad": _elu_grad(1.0, 1.0), "SeluGrad": _elu_grad(_SELU_SCALE, _SELU_ALPHA),
+    "EluGrad": _elu_grad(1.0, 1.0), "SeluGrad": _elu_grad(SELU_SCALE, SELU_ALPHA),
     "SoftplusGrad": _softplus_grad, "SoftsignGrad": _softsign_grad,
 }
 
@@ -180,24 +176,10 @@ def _slice_positions(rank: int, index: tuple[object, ...], sizes: Sequence[int]
 
 def _element_sizes(ctx: LoweringContext, op: Op, value: Value) -> list[Optional[int]]:
     """An integer shape vector's elements, None where known only at run time."""
-    array = ctx.constant(value)
-    if array is not None:
-        return [int(v) for v in array.reshape(-1)]
-    elements = terms(ctx, value)
-    if elements is None:
+    sizes = ctx.info.known_ints(value)
+    if sizes is None:
         raise UnsupportedOpError(op.type, op.name, "the shapes must be constants or Shapes")
-    return [_element_size(ctx, e) for e in elements]
-
-
-def _element_size(ctx: LoweringContext, element: Element) -> Optional[int]:
-    """A shape element's value where the analysis knows it."""
-    if isinstance(element, int):
-        return element
-    if not element.size:
-        return None
-    dims = ctx.shape(element.value).dims
-    dim = None if dims is None else dims[element.axis]
-    return None if dim is None else element.factor * dim + element.offset
+    return sizes
 
 
 @lowers("StridedSliceGrad")
@@ -283,28 +265,27 @@ def _spread(ctx: LoweringContext, op: Op, x: str, axis: int, counts: list[int], 
 
 
 # -- BiasAddGrad and FusedBatchNormGrad -------------------------------------------------
-def _channel_axis(op: Op, rank: int) -> int:
-    """TF's channel axis (NC* formats: 1 whatever the rank), as the runtime's kernels read it."""
-    return channel_axis(attr_text(op.attr("data_format", "NHWC")), rank)
-
-
-def _sum_but_channels(ctx: LoweringContext, op: Op, index: int, suffix: Optional[str]) -> str:
-    """Operand `index` summed over every axis but the channel one, as stored."""
-    value = op.operands[index]
-    rank = ctx.rank(value)
+def _stored_channel_axis(ctx: LoweringContext, op: Op, found: Lowered) -> tuple[int, int]:
+    """(rank, channel axis) of the gradient, operand 0, as `found` stores it: TF's channel axis
+    (NC* formats: 1 whatever the rank) read as the runtime's kernels read it, then permuted."""
+    rank = ctx.rank(op.operands[0])
     if rank is None:
         raise UnsupportedOpError(op.type, op.name, "the gradient's rank is unknown")
-    found = ctx.lowered(value)
-    channel = _channel_axis(op, rank)
-    if found.perm is not None:
-        channel = layout.physical_axis(channel, found.perm, rank)
+    channel = channel_axis(attr_text(op.attr("data_format", "NHWC")), rank)
+    return rank, channel if found.perm is None else layout.physical_axis(channel, found.perm, rank)
+
+
+def _sum_but_channels(ctx: LoweringContext, op: Op, suffix: Optional[str]) -> str:
+    """The gradient summed over every axis but the channel one, as stored."""
+    found = ctx.lowered(op.operands[0])
+    rank, channel = _stored_channel_axis(ctx, op, found)
     axes = [a for a in range(rank) if a != channel]
     return reduce(ctx, op, "ReduceSum", found.tensor, axes, False, suffix=suffix)
 
 
 @lowers("BiasAddGrad")
 def _bias_add_grad(ctx: LoweringContext, op: Op) -> None:
-    ctx.bind(op.results[0], _sum_but_channels(ctx, op, 0, None))
+    ctx.bind(op.results[0], _sum_but_channels(ctx, op, None))
 
 
 @lowers("FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3", layout=AGNOSTIC)
@@ -320,17 +301,12 @@ def _fused_batch_norm_grad(ctx: LoweringContext, op: Op) -> None:
     epsilon = float(op.attr("epsilon", 1e-4))
     factor = (scale / np.sqrt(variance + epsilon)).astype(ctx.dtype(op.results[0]).to_numpy())
     found = ctx.agnostic_operand(op)
-    rank = ctx.rank(op.operands[0])
-    if rank is None:
-        raise UnsupportedOpError(op.type, op.name, "the gradient's rank is unknown")
-    channel = _channel_axis(op, rank)
-    if found.perm is not None:
-        channel = layout.physical_axis(channel, found.perm, rank)
+    rank, channel = _stored_channel_axis(ctx, op, found)
     shaped = factor.reshape([-1] + [1] * (rank - 1 - channel))
     product = ctx.emit1(op, "Mul", [found.tensor, ctx.initializer(shaped, f"{op.name}/factor")])
     ctx.bind(op.results[0], product, found.perm)
     if ctx.is_read(op.results[2]):
-        ctx.bind(op.results[2], _sum_but_channels(ctx, op, 0, "offset_backprop"))
+        ctx.bind(op.results[2], _sum_but_channels(ctx, op, "offset_backprop"))
 
 
 # -- ConcatOffset ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from compiler.backends.onnx import layout
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.ops_array import emit_pad
-from compiler.backends.onnx.ops_conv import onnx_pad_attrs, window_attr, window_pads
+from compiler.backends.onnx.ops_conv import onnx_pad_attrs, pool_window, window_attr, window_pads
 from compiler.backends.onnx.ops_image import bind_stored
 from compiler.backends.onnx.registry import CHANNELS_FIRST, lowers
 from compiler.ir.dtypes import DType
@@ -56,8 +56,7 @@ def _max_pool_with_argmax(ctx: LoweringContext, op: Op) -> None:
     if dims is None or len(dims) != 4 or any(d is None for d in dims[1:]):
         raise UnsupportedOpError(op.type, op.name, "the input's height, width and depth must be known")
     fmt = DataFormat("NHWC")
-    windows, steps = window_attr(op, fmt, "ksize"), window_attr(op, fmt, "strides")
-    pads = window_pads(op, fmt, list(dims[1:3]), windows, steps, [1, 1])
+    windows, steps, pads = pool_window(op, fmt, list(dims[1:3]))
     values, indices = ctx.emit(op, "MaxPool", [ctx.operand(op, 0, _NHWC)], 2, kernel_shape=windows, strides=steps,
                                **onnx_pad_attrs(pads))
     argmax = _tf_index(ctx, op, indices, tuple(int(d) for d in dims[1:]))  # type: ignore[arg-type]

@@ -18,9 +18,10 @@ from onnx import numpy_helper
 from compiler.backends.onnx import layout
 from compiler.backends.onnx.context import LoweringContext
 from compiler.backends.onnx.errors import UnsupportedOpError
-from compiler.backends.onnx.ops_conv import emit_transposed, onnx_pad_attrs, window_attr, window_format, window_pads
+from compiler.backends.onnx.ops_conv import emit_transposed, onnx_pad_attrs, pool_window, spatial_dims, window_format
 from compiler.backends.onnx.registry import CHANNELS_FIRST, lowers
 from compiler.ir.graph import Op
+from compiler.runtime.kernels.nn import valid_taps
 
 # ScatterElements adds duplicates (reduction="add") from opset 16.
 _SCATTER_ADD_OPSET = 16
@@ -33,13 +34,10 @@ def _max_pool_grad(ctx: LoweringContext, op: Op) -> None:
                                                    f"(ScatterElements with reduction='add'); this export is {ctx.opset}")
     fmt, perm = window_format(op)
     x = ctx.value_in(op.operands[0], perm)
-    dims = ctx.shape(op.operands[0]).dims
-    spatial = [None, None] if dims is None else [dims[a] for a in fmt.spatial_axes(4)]
-    windows, steps = window_attr(op, fmt, "ksize"), window_attr(op, fmt, "strides")
-    pads = window_pads(op, fmt, spatial, windows, steps, [1, 1])
+    windows, steps, pads = pool_window(op, fmt, spatial_dims(ctx, op.operands[0], fmt))
     _, where = ctx.helper(op, "argmax", "MaxPool", [x], 2, kernel_shape=windows, strides=steps,
                           **onnx_pad_attrs(pads))
-    shape, size = _shape_and_size(ctx, op, x, dims, perm)
+    shape, size = _shape_and_size(ctx, op, x, ctx.shape(op.operands[0]).dims, perm)
     flat = ctx.ints([-1], f"{op.name}/flat")
     zeros = ctx.helper1(op, "zeros", "ConstantOfShape", [size],
                         value=numpy_helper.from_array(np.zeros(1, ctx.dtype(op.results[0]).to_numpy())))
@@ -67,9 +65,9 @@ def _avg_pool_grad(ctx: LoweringContext, op: Op) -> None:
         raise UnsupportedOpError(op.type, op.name, f"orig_input_shape {sizes} must have 4 entries")
     spatial = [sizes[a] for a in fmt.spatial_axes(4)]
     channels = sizes[fmt.channel_axis(4)]
-    windows, steps = window_attr(op, fmt, "ksize"), window_attr(op, fmt, "strides")
-    pads = window_pads(op, fmt, spatial, windows, steps, [1, 1])
-    counts = _window_counts(spatial, windows, steps, pads)  # type: ignore[arg-type]
+    windows, steps, pads = pool_window(op, fmt, spatial)
+    # how many input elements (padding not counted) each output's window averaged, as the kernel counts them
+    counts = valid_taps(tuple(spatial), tuple(windows), tuple(steps), pads).sum(axis=(-2, -1))[0, :, :, 0]  # type: ignore
     dtype = ctx.dtype(op.results[0]).to_numpy()
     dy = ctx.value_in(op.operands[1], perm)
     if np.all(counts == counts.flat[0]):
@@ -80,13 +78,3 @@ def _avg_pool_grad(ctx: LoweringContext, op: Op) -> None:
     weight = ctx.initializer(ones, f"{op.name}/spread")
     out = emit_transposed(ctx, op, dy, weight, spatial, windows, steps, [1, 1], channels)
     ctx.bind(op.results[0], out, perm)
-
-
-def _window_counts(spatial: Sequence[int], windows: Sequence[int], steps: Sequence[int],
-                   pads: Sequence[tuple[int, int]]) -> np.ndarray:
-    """[OH, OW]: how many input elements (padding not counted) each output's window averaged."""
-    per_axis = []
-    for size, window, step, (before, after) in zip(spatial, windows, steps, pads):
-        starts = np.arange(0, size + before + after - window + 1, step) - before
-        per_axis.append(np.minimum(starts + window, size) - np.maximum(starts, 0))
-    return np.outer(*per_axis)

@@ -72,10 +72,9 @@ def _read(facts: Facts, value: Value, depth: int) -> Optional[np.ndarray]:
     op = value.op
     if depth == 0:
         return _opaque(facts, value)
-    if op.type in ("Shape", "ShapeN"):
-        source = op.operands[op.results.index(value)]
-        dims = facts.shape(source).dims
-        return None if dims is None else _held([Term(source, i) for i in range(len(dims))])
+    if op.type == "Shape":
+        dims = facts.shape(op.operands[0]).dims
+        return None if dims is None else _held([Term(op.operands[0], i) for i in range(len(dims))])
     reader = _READERS.get(op.type)
     found = reader(facts, op, depth - 1) if reader is not None else None
     return found if found is not None else _opaque(facts, value)

@@ -19,17 +19,13 @@ import numpy as np
 from .array import strided_slice_operands
 from .common import accumulator, attr, checked_shape, choice, int_list, int_vector, scalar_int
 from .image_windows import first_max_taps
-from .nn import (Pads, channel_axis, compute_type, conv2d_backprop_input, fold_windows, from_nhwc, pool_geometry,
+from .nn import (LEAKY_RELU_DEFAULT_ALPHA, SELU_ALPHA, SELU_SCALE, Pads, channel_axis, compute_type, conv2d_backprop_input, fold_windows, from_nhwc, pool_geometry,
                  to_nhwc, valid_taps)
 from .registry import KernelError, kernel
 
 Array = np.ndarray
 Attrs = Mapping[str, object]
 
-# TF's SELU constants (its kernel's, in double) and LeakyRelu's default slope, the float32 nearest 0.2.
-_SELU_SCALE = 1.0507009873554804934193349852946
-_SELU_ALPHA = 1.6732632423543772848170429916717
-_LEAKY_RELU_DEFAULT_ALPHA = float(np.float32(0.2))
 
 
 # ---------------------------------------------------------------- activation gradients
@@ -53,7 +49,7 @@ def _register_gradient(op_type: str, fn: Callable[[Array, Array, Attrs], Array],
 
 
 def _leaky_relu_grad(g: Array, features: Array, attrs: Attrs) -> Array:
-    alpha = float(attr(attrs, "alpha", _LEAKY_RELU_DEFAULT_ALPHA))  # type: ignore[arg-type]
+    alpha = float(attr(attrs, "alpha", LEAKY_RELU_DEFAULT_ALPHA))  # type: ignore[arg-type]
     return np.where(features > 0, g, g * alpha)
 
 
@@ -70,8 +66,8 @@ _register_gradient("ReluGrad", lambda g, f, a: g * (f > 0), same_shape=True)
 _register_gradient("Relu6Grad", lambda g, f, a: g * ((f > 0) & (f < 6)), same_shape=True)
 _register_gradient("LeakyReluGrad", _leaky_relu_grad, same_shape=True)
 _register_gradient("EluGrad", lambda g, out, a: np.where(out < 0, g * (out + 1), g), same_shape=True)
-_register_gradient("SeluGrad", lambda g, out, a: np.where(out < 0, g * (out + _SELU_SCALE * _SELU_ALPHA),
-                                                          g * _SELU_SCALE), same_shape=True)
+_register_gradient("SeluGrad", lambda g, out, a: np.where(out < 0, g * (out + SELU_SCALE * SELU_ALPHA),
+                                                          g * SELU_SCALE), same_shape=True)
 _register_gradient("SoftplusGrad", lambda g, f, a: g / (1 + np.exp(-f)), same_shape=True)
 _register_gradient("SoftsignGrad", lambda g, f, a: g / np.square(1 + np.abs(f)), same_shape=True)
 

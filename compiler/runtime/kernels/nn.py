@@ -596,8 +596,9 @@ def _register_activation(op_type: str, fn: Callable[[Array, Attrs], Array]) -> N
         return [np.asarray(fn(x.astype(accumulator(x.dtype), copy=False), attrs)).astype(x.dtype)]
 
 
-_SELU_SCALE = 1.0507009873554804934193349852946
-_SELU_ALPHA = 1.6732632423543772848170429916717
+# TF's SELU constants (its kernel's, in double), shared by the gradient kernels and the ONNX lowerings.
+SELU_SCALE = 1.0507009873554804934193349852946
+SELU_ALPHA = 1.6732632423543772848170429916717
 
 
 def _softplus(x: Array) -> Array:
@@ -615,19 +616,19 @@ def _log_softmax(x: Array) -> Array:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-_LEAKY_RELU_DEFAULT_ALPHA = float(np.float32(0.2))
+LEAKY_RELU_DEFAULT_ALPHA = float(np.float32(0.2))
 
 
 def _leaky_relu(x: Array, attrs: Attrs) -> Array:
     # The OpDef's default is the float32 nearest 0.2, as a present attribute would be.
-    alpha = float(attr(attrs, "alpha", _LEAKY_RELU_DEFAULT_ALPHA))  # type: ignore[arg-type]
+    alpha = float(attr(attrs, "alpha", LEAKY_RELU_DEFAULT_ALPHA))  # type: ignore[arg-type]
     return np.where(x > 0, x, x * alpha)
 
 
 _register_activation("Relu", lambda x, a: np.maximum(x, 0))
 _register_activation("Relu6", lambda x, a: np.minimum(np.maximum(x, 0), 6))
 _register_activation("Elu", lambda x, a: np.where(x < 0, np.expm1(x), x))
-_register_activation("Selu", lambda x, a: _SELU_SCALE * np.where(x < 0, _SELU_ALPHA * np.expm1(x),
+_register_activation("Selu", lambda x, a: SELU_SCALE * np.where(x < 0, SELU_ALPHA * np.expm1(x),
                                                                  x))
 _register_activation("LeakyRelu", _leaky_relu)
 _register_activation("Sigmoid", lambda x, a: 1.0 / (1.0 + np.exp(-x)))
