@@ -83,7 +83,7 @@ class Op:
 
     __slots__ = (
         "type", "_name", "attrs", "_operands", "results", "_control_deps", "control_users",
-        "device", "extras", "explicit_port0", "graph", "_prev", "_next", "__weakref__",
+        "device", "extras", "explicit_port0", "origin", "graph", "_prev", "_next", "__weakref__",
     )
 
     def __init__(self, type: str, name: str, attrs: AttrMap, device: str = "") -> None:
@@ -99,6 +99,10 @@ class Op:
         self.extras: bytes = b""
         # Operand slots whose source spelled port 0 as `name:0`.
         self.explicit_port0: frozenset[int] = _NO_SLOTS
+        # What the frontend lowered this op from, or None: (NodeDef message, attribute sources,
+        # name, type, device, input strings).  A backend may write the message itself while the
+        # op still matches it (see graphdef/emit.py).
+        self.origin: Optional[tuple[Any, Mapping[str, Any], str, str, str, list[str]]] = None
         self.graph: Optional[Graph] = None
         self._prev: Optional[Op] = None
         self._next: Optional[Op] = None

@@ -41,9 +41,9 @@ def lower_graphdef(graph_def: graph_pb2.GraphDef, where: str = "<graph>", encode
             if seen is None or port > seen[0]:
                 max_port[name] = (port, index)
     by_name: dict[str, Op] = {}
-    ops = [_create_op(by_name, node, max_port, nodes, where) for node in nodes]
+    ops = [_create_op(by_name, node, inputs[3], max_port, nodes, where) for node, inputs in zip(nodes, parsed_inputs)]
     graph._relink(ops)
-    for op, (data, control, explicit) in zip(ops, parsed_inputs):
+    for op, (data, control, explicit, _) in zip(ops, parsed_inputs):
         _wire(by_name, op, data, control, explicit, where)
     if encoded is not None:
         graph.extras.tensor_encodings = _tensor_encodings(ops, encoded)
@@ -54,6 +54,7 @@ def _tensor_encodings(ops: list[Op], data: bytes) -> dict[int, EncodedTensorAttr
     """id(source) -> encoding for the large tensor attributes found in `data` (see encoded.py)."""
     table = {}
     for index, attrs in find_tensor_attrs(data, len(ops)):
+        ops[index].origin = None  # written from these encodings, not copied again by its message
         for key, found in attrs.items():
             source = ops[index].attrs.source(key)
             if source is not None:
@@ -76,12 +77,14 @@ def _lower_graph_fields(graph_def: graph_pb2.GraphDef, graph: Graph) -> None:
     graph.extras.unknown = encode_unknown_fields(unknown_fields.UnknownFieldSet(graph_def))
 
 
-def _parse_inputs(node: Any, where: str) -> tuple[list[tuple[str, int]], list[str], frozenset[int]]:
-    """Split a node's input strings into data (name, port), control names, explicit `:0` slots."""
+def _parse_inputs(node: Any, where: str) -> tuple[list[tuple[str, int]], list[str], frozenset[int], list[str]]:
+    """Split a node's input strings into data (name, port), control names, explicit `:0` slots;
+    the strings themselves last."""
     data: list[tuple[str, int]] = []
     control: list[str] = []
     explicit: list[int] = []
-    for text in node.input[:]:  # a slice copies the repeated field in one go, faster than iterating it
+    texts = node.input[:]  # a slice copies the repeated field in one go, faster than iterating it
+    for text in texts:
         if text.startswith("^"):
             control.append(text[1:])
             continue
@@ -97,16 +100,17 @@ def _parse_inputs(node: Any, where: str) -> tuple[list[tuple[str, int]], list[st
             data.append((head, int(tail)))
         else:
             data.append((text, 0))
-    return data, control, frozenset(explicit) if explicit else _NO_SLOTS
+    return data, control, frozenset(explicit) if explicit else _NO_SLOTS, texts
 
 
 _NO_SLOTS: frozenset[int] = frozenset()
 
 
-def _create_op(by_name: dict[str, Op], node: Any, max_port: dict[str, tuple[int, int]], nodes: list[Any],
-               where: str) -> Op:
-    """The op for `node`, entered in `by_name`; linking it into the graph is left to the caller.
-    `max_port` holds the highest port of each node that some node (in `nodes`) reads."""
+def _create_op(by_name: dict[str, Op], node: Any, inputs: list[str], max_port: dict[str, tuple[int, int]],
+               nodes: list[Any], where: str) -> Op:
+    """The op for `node` (whose input strings are `inputs`), entered in `by_name`; linking it into
+    the graph is left to the caller.  `max_port` holds the highest port of each node that some
+    node (in `nodes`) reads."""
     name = node.name
     if not name:
         raise InputError(f"{where}: a node of op '{node.op}' has no name")
@@ -125,13 +129,16 @@ def _create_op(by_name: dict[str, Op], node: Any, max_port: dict[str, tuple[int,
         port = read[0]
         _check_port(node, len(types), port, nodes[read[1]].name, where)
         types.extend([(None, UNKNOWN_SHAPE)] * (port + 1 - len(types)))
-    op = Op(op_type, name, attrs, node.device)
+    device = node.device
+    op = Op(op_type, name, attrs, device)
     if len(types) == 1:  # most ops: no comprehension set up for one value
         dtype, shape = types[0]
         op.results = [Value(op, 0, dtype, shape)]
     else:
         op.results = [Value(op, i, dt, sh) for i, (dt, sh) in enumerate(types)]
-    op.extras = _node_extras(node)
+    op.extras = extras = _node_extras(node)
+    if not extras:  # a node with fields the IR does not model is written field by field
+        op.origin = (node, sources, name, op_type, device, inputs)
     by_name[name] = op
     return op
 
