@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+MAX_RANK = 254  # TensorShape's limit: TF refuses a shape with more dimensions
+
 
 @dataclass(frozen=True)
 class Shape:

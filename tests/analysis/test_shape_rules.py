@@ -121,3 +121,19 @@ def test_paddings_known_only_at_run_time_keep_the_rank() -> None:
     b = Builder()
     padded = b("Pad", b.input("x", [3, 4]), b.input("p", [2, 2], DType.INT32), Tpaddings=DType.INT32)
     assert analyze(list(b.graph), {}).shape(padded).dims == (None, None)
+
+
+@pytest.mark.parametrize("op_type", ["Fill", "SparseToDense"])
+@pytest.mark.parametrize("length, rank", [(3, 3), (254, 254), (255, None), (1 << 40, None)])
+def test_a_shape_vector_gives_the_rank_only_when_tf_allows_it(op_type, length, rank) -> None:
+    """A shape operand known only by its length gives that many unknown dims, up to TensorShape's
+    254: past it TF refuses the op, and a declared length of 2^40 must not become a 2^40-tuple."""
+    b = Builder()
+    shape = b.input("shape", [length], DType.INT32)
+    if op_type == "Fill":
+        out = b("Fill", shape, b.const(np.float32(0)), index_type=DType.INT32)
+    else:
+        out = b("SparseToDense", b.input("i", [2, 3], DType.INT32), shape, b.const(np.float32([1, 2])),
+                b.const(np.float32(0)), Tindices=DType.INT32, validate_indices=True)
+    dims = analyze(list(b.graph), {}).shape(out).dims
+    assert (None if dims is None else len(dims)) == rank

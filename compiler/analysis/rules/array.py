@@ -10,7 +10,7 @@ from compiler.analysis.rules.elementwise import same_shape
 from compiler.analysis.rules.registry import OpFacts, broadcast, normalize_axis, shape_rule, unknown_rank
 from compiler.ir.attrs import attr_text
 from compiler.ir.dtypes import DType
-from compiler.ir.shapes import Shape, UNKNOWN_SHAPE
+from compiler.ir.shapes import MAX_RANK, Shape, UNKNOWN_SHAPE
 from compiler.runtime.kernels.array import SLICE_MASKS, strided_slice_index
 from compiler.runtime.kernels.linalg import diag_size
 from compiler.runtime.kernels.registry import KernelError
@@ -247,10 +247,17 @@ def _shape_from_operand(facts: OpFacts) -> Optional[list[Shape]]:
     dims = facts.known_ints(index)
     if dims is not None:
         return [Shape(tuple(dims))]
+    rank = _shape_vector_length(facts, index)
+    return None if rank is None else [Shape((None,) * rank)]
+
+
+def _shape_vector_length(facts: OpFacts, index: int) -> Optional[int]:
+    """The static length of operand `index`, a shape vector: the result's rank, when it is one TF
+    allows (a longer vector is refused at run time, and (None,) * length would not fit in memory)."""
     length = facts.dims(index)
-    if length is None or len(length) != 1 or length[0] is None:
+    if length is None or len(length) != 1 or length[0] is None or length[0] > MAX_RANK:
         return None
-    return [Shape((None,) * length[0])]
+    return length[0]
 
 
 # Ops that reorder, accumulate along an axis, or overwrite some elements keep the shape.
@@ -569,10 +576,8 @@ def _sparse_to_dense(facts: OpFacts) -> Optional[list[Shape]]:
     dims = facts.ints(1)
     if dims is not None:
         return [Shape(tuple(dims))]
-    length = facts.dims(1)
-    if length is None or len(length) != 1 or length[0] is None:
-        return None
-    return [Shape((None,) * length[0])]
+    rank = _shape_vector_length(facts, 1)
+    return None if rank is None else [Shape((None,) * rank)]
 
 
 @shape_rule("DenseBincount")

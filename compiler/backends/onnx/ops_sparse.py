@@ -23,8 +23,8 @@ from compiler.backends.onnx.errors import OnnxExportError, UnsupportedOpError
 from compiler.backends.onnx.ops_array import INT64_MAX, int64_operand, shape_slice
 from compiler.backends.onnx.registry import lowers
 from compiler.ir.graph import Op
+from compiler.ir.shapes import MAX_RANK
 from compiler.runtime.kernels import KernelError, get_kernel
-from compiler.runtime.kernels.sparse import MAX_RANK
 
 
 def _length(ctx: LoweringContext, op: Op, index: int, what: str) -> int:

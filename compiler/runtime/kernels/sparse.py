@@ -13,13 +13,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from compiler.ir.shapes import MAX_RANK
+
 from .common import checked_shape
 from .registry import KernelError, kernel
 
 Array = np.ndarray
 Attrs = Mapping[str, object]
 
-MAX_RANK = 254  # TensorShape's limit: TF refuses a longer shape vector
 
 
 def _int64_matrix(x: Array, what: str) -> Array:
