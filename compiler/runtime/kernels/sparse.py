@@ -22,7 +22,6 @@ Array = np.ndarray
 Attrs = Mapping[str, object]
 
 
-
 def _int64_matrix(x: Array, what: str) -> Array:
     arr = np.asarray(x)
     if arr.ndim != 2:
