@@ -391,6 +391,29 @@ def test_unknown_batch_runs_any_batch():
     np.testing.assert_allclose(got, np.concatenate([model.expected["Identity"]] * 2), rtol=1e-4, atol=1e-6)
 
 
+def _value_info_symbols(graph: onnx.GraphProto) -> set[str]:
+    names = {d.dim_param for v in graph.value_info for d in v.type.tensor_type.shape.dim if d.dim_param}
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                names |= _value_info_symbols(attr.g)
+    return names
+
+
+@pytest.mark.parametrize("name, shape", [("keras_small_cnn", [None, 32, 32, 3]), ("keras_padded_convs", [None, None, None, 3]),
+                                         ("keras_rnn", None)])
+def test_value_info_names_only_the_inputs_dims(name, shape):
+    """ONNX's inference names every unknown dim (unk__N); onnxruntime tracks each named dim at a
+    cost per run, so the export keeps only the inputs' own names (which inference carries on)."""
+    model = load_model_fixture(name)
+    dims = {model.inputs[0]: shape} if shape else None
+    exported = export(load_graph(model.path), model.inputs, model.outputs, input_shapes=dims)
+    declared = {d.dim_param for v in exported.graph.input for d in v.type.tensor_type.shape.dim if d.dim_param}
+    assert _value_info_symbols(exported.graph) <= declared
+    if shape:
+        assert declared and _value_info_symbols(exported.graph) == declared  # the batch still ties tensors
+
+
 def test_arithmetic_identities_vanish():
     text = """graph {
   %x = Placeholder() {dtype = f32, shape = shape<2,3>} : f32[2,3]
