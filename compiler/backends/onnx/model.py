@@ -9,6 +9,7 @@ from onnx import helper
 from compiler import __version__
 from compiler.backends.onnx.builder import GraphBuilder, node_reads
 from compiler.backends.onnx.errors import OnnxExportError
+from compiler.backends.onnx.report import node_bodies
 from compiler.limits import ResourceLimitError
 
 
@@ -84,8 +85,7 @@ def _symbols(graph: onnx.GraphProto) -> Iterator[str]:
 
 def _subgraphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     for node in graph.node:
-        for attr in node.attribute:
-            yield from ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs))
+        yield from node_bodies(node)
 
 
 def _stated_dims(graph: onnx.GraphProto) -> Iterator[Optional[list[Optional[int]]]]:

@@ -66,6 +66,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.backends.onnx.errors import OnnxExportError
+from compiler.backends.onnx.report import node_bodies
 
 MS_DOMAIN = "com.microsoft"
 QUANTIZE, DEQUANTIZE = "QuantizeLinear", "DequantizeLinear"
@@ -186,13 +187,11 @@ class GraphIndex:
 def _subgraph_reads(graph: onnx.GraphProto) -> Iterator[str]:
     """Names read inside If/Loop/Scan bodies (possibly from this graph's scope)."""
     for node in graph.node:
-        for attr in node.attribute:
-            bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-            for body in bodies:
-                for inner in body.node:
-                    yield from (name for name in inner.input if name)
-                yield from (o.name for o in body.output)
-                yield from _subgraph_reads(body)
+        for body in node_bodies(node):
+            for inner in body.node:
+                yield from (name for name in inner.input if name)
+            yield from (o.name for o in body.output)
+            yield from _subgraph_reads(body)
 
 
 class Context:

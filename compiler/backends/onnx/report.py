@@ -47,12 +47,19 @@ def iter_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
     """Every node of `graph` and of the subgraphs its nodes hold."""
     for node in graph.node:
         yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from iter_nodes(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from iter_nodes(sub)
+        for body in node_bodies(node):
+            yield from iter_nodes(body)
+
+
+def node_bodies(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The subgraphs `node` holds: If's branches, Loop's and Scan's bodies."""
+    bodies: list[onnx.GraphProto] = []
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            bodies.append(attr.g)
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            bodies.extend(attr.graphs)
+    return bodies
 
 
 # Nodes that only convert, move or describe data: neither eight-bit computation nor float left behind.
