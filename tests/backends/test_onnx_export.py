@@ -748,6 +748,24 @@ def test_run_time_shapes_for_dynamic_batch(height, halves, computed):
     np.testing.assert_allclose(run_onnx(result.model, feeds)[flat.name], expected, rtol=1e-5, atol=1e-6)
 
 
+def test_copying_target_reads_the_operand_it_copies():
+    """GPT-2 over a dynamic length reshapes `expand_dims(range(n), 0)` to [-1, its own size at
+    axis 1]: the target [-1, 0] copies the operand's axis 1, so the Reshape must read the operand,
+    not the rank-1 range before its Unsqueeze (ONNX: "Invalid position of 0")."""
+    b = Builder()
+    x = b.input("x", [None], DType.FLOAT)
+    row = b("ExpandDims", x, b.const(np.int32(0)), Tdim=DType.INT32)
+    size = b("StridedSlice", b("Shape", row, out_type=DType.INT32), b.const(np.asarray([1], np.int32)),
+             b.const(np.asarray([2], np.int32)), b.const(np.asarray([1], np.int32)), shrink_axis_mask=1,
+             Index=DType.INT32)
+    y = b("Reshape", row, b("Pack", b.const(np.int32(-1)), size, N=2), Tshape=DType.INT32, name="y")
+    result = export_with_report(b.graph, ["x"], ["y"])
+    target = next(t for t in result.model.graph.initializer if t.name.endswith("copied_shape"))
+    assert numpy_helper.to_array(target).tolist() == [-1, 0]
+    feeds = {"x": np.arange(5, dtype=np.float32)}
+    np.testing.assert_array_equal(run_onnx(result.model, feeds)["y"], feeds["x"][None, :])
+
+
 # -- static analysis ---------------------------------------------------------------------------
 def test_analysis_infers_shapes_and_cheap_constants():
     model = load_model_fixture("keras_mobilenet_v2_small")

@@ -85,7 +85,11 @@ def _reshape(ctx: LoweringContext, op: Op) -> None:
         # every size known but one (a dynamic batch): that one follows from the element count
         target = ctx.ints([-1 if d is None else d for d in dims], f"{op.name}/shape")
     else:
-        target = _copying_target(ctx, op) or int64_operand(ctx, op, 1)
+        target = _copying_target(ctx, op)
+        if target is not None:
+            x = ctx.operand(op, 0)  # its 0s copy this operand's sizes, not those of a source before it
+        else:
+            target = int64_operand(ctx, op, 1)
     ctx.bind(op.results[0], ctx.emit1(op, "Reshape", [x, target]))
 
 
