@@ -96,6 +96,21 @@ def test_repeats_of_unit_axes_are_one_expand():
     assert counts["Expand"] == 1 and not {"Tile", "Resize", "Reshape"} & set(counts)
 
 
+def test_a_broadcast_stored_innermost_expands_in_tf_order():
+    """Grouped-query attention repeats key heads of a tensor transposed to [N, H, T, D]: stored
+    untransposed ([N, T, H, D, 1]) the copies would go element by element along the innermost
+    axis, so the Expand reads the heads in TF's order and copies whole [T, D] rows."""
+    b = Builder()
+    x = b.input("x", [2, 7, 2, 8])
+    heads = b("Transpose", x, ints(b, [0, 2, 1, 3]))
+    grouped = b("ExpandDims", heads, ints(b, 2))
+    out = b("Reshape", _repeat(b, grouped, 2, 2, [2, 2, 2, 7, 8]), ints(b, [2, 4, 7, 8]), name="out")
+    result = _exported(b, _feed([2, 7, 2, 8]), out)
+    expand = next(n for n in result.model.graph.node if n.op_type == "Expand")
+    copies = next(t for t in result.model.graph.initializer if t.name == expand.input[1])
+    assert onnx.numpy_helper.to_array(copies).tolist() == [1, 1, 2, 1, 1]
+
+
 def test_one_repeat_with_a_dynamic_batch():
     b = Builder()
     x = b.input("x", [-1, 3, 4, 2])

@@ -20,7 +20,8 @@ layout and a Reshape:
   the tensor viewed as 4-D, its leading axes merged by a Reshape, and reshapes back; other 5-D
   repeats (N·D·H·W·C stored as TF has it) keep their Tiles.
 
-Where every repeated axis has size 1 (RepeatVector), the copies are a broadcast: one Expand.
+Where every repeated axis has size 1 (RepeatVector), the copies are a broadcast: one Expand,
+in the stored layout unless that puts the copies on its innermost axis and TF's order does not.
 The ExpandDims and Tile must be read only by the repeat; their ONNX nodes are then left
 without readers and pruned.
 """
@@ -31,7 +32,7 @@ from typing import Optional
 import numpy as np
 
 from compiler.backends.onnx import layout
-from compiler.backends.onnx.context import LoweringContext
+from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.fusion import single_use
 from compiler.backends.onnx.shape_terms import Element, Term, terms
 from compiler.ir.dtypes import DType
@@ -55,9 +56,7 @@ def lower_repeat(ctx: LoweringContext, op: Op) -> bool:
     out_dims = layout.physical_dims(ctx.shape(op.results[0]).dims or (None,) * rank, stored.perm)
     dims = layout.physical_dims(ctx.shape(source).dims, stored.perm)
     if all(s == 1 or d == 1 for s, d in zip(scales, dims)):  # copies of one element: a broadcast
-        target = ctx.ints([int(s) for s in scales], f"{op.name}/expand")
-        ctx.bind(op.results[0], ctx.emit1(op, "Expand", [stored.tensor, target]), stored.perm)
-        ctx.stats["repeats_as_expand"] += 1
+        _broadcast(ctx, op, source, counts, stored, scales)
         return True
     if rank <= _FAST_RANK:
         tensor = ctx.emit1(op, "Resize", [stored.tensor, "", _scales(ctx, op, scales)], **_ATTRS)
@@ -68,6 +67,21 @@ def lower_repeat(ctx: LoweringContext, op: Op) -> bool:
     ctx.bind(op.results[0], tensor, stored.perm)
     ctx.stats["repeats_as_resize"] += 1
     return True
+
+
+def _broadcast(ctx: LoweringContext, op: Op, source: Value, counts: list[int], stored: Lowered,
+               scales: list[float]) -> None:
+    """The repeat as one Expand, in the stored layout unless that copies element by element along
+    the innermost stored axis where TF's order copies whole rows (grouped-query attention's
+    key heads, stored [N, T, H, D, 1]): onnxruntime's Expand is slow there, and the Transpose
+    back to TF's order would then move the larger, expanded tensor."""
+    if stored.perm is not None and scales[-1] > 1 and counts[-1] == 1:
+        tensor, perm, copies = ctx.value_in(source, None), None, counts
+    else:
+        tensor, perm, copies = stored.tensor, stored.perm, [int(s) for s in scales]
+    target = ctx.ints(copies, f"{op.name}/expand")
+    ctx.bind(op.results[0], ctx.emit1(op, "Expand", [tensor, target]), perm)
+    ctx.stats["repeats_as_expand"] += 1
 
 
 def _chain(ctx: LoweringContext, op: Op) -> Optional[tuple[Value, list[int]]]:
