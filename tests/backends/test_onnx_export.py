@@ -758,7 +758,7 @@ def test_copying_target_reads_the_operand_it_copies():
     size = b("StridedSlice", b("Shape", row, out_type=DType.INT32), b.const(np.asarray([1], np.int32)),
              b.const(np.asarray([2], np.int32)), b.const(np.asarray([1], np.int32)), shrink_axis_mask=1,
              Index=DType.INT32)
-    y = b("Reshape", row, b("Pack", b.const(np.int32(-1)), size, N=2), Tshape=DType.INT32, name="y")
+    b("Reshape", row, b("Pack", b.const(np.int32(-1)), size, N=2), Tshape=DType.INT32, name="y")
     result = export_with_report(b.graph, ["x"], ["y"])
     target = next(t for t in result.model.graph.initializer if t.name.endswith("copied_shape"))
     assert numpy_helper.to_array(target).tolist() == [-1, 0]

@@ -36,6 +36,33 @@ def test_hard_swish_is_one_node(divide: bool):
     assert counts == {"HardSwish": 1}
 
 
+def _scaled_hard_swish(b: Builder, x, gated=None, shift: float = 3, divide: bool = True):
+    """keras-cv-attention-models' spelling: (x * relu6(gated + shift)) / 6."""
+    product = b("Mul", x, b("Relu6", b("AddV2", x if gated is None else gated, b.const(np.float32(shift)))))
+    return product, (b("RealDiv", product, b.const(np.float32(6))) if divide else b("Mul", product, b.const(SIXTH)))
+
+
+@pytest.mark.parametrize("divide", [True, False], ids=["div", "mul"])
+def test_hard_swish_scaled_after_the_product_is_one_node(divide: bool):
+    b = Builder()
+    x = b.input("x", [1, 5, 5, 4])
+    _, y = _scaled_hard_swish(b, x, divide=divide)
+    counts = check(b, {"x": _wide_input(np.random.default_rng(4))}, [y])
+    assert counts == {"HardSwish": 1}
+
+
+@pytest.mark.parametrize("case", ["product_read_twice", "other_shift", "other_gate", "opset_13"])
+def test_scaled_hard_swish_near_misses_keep_their_nodes(case: str):
+    b = Builder()
+    x = b.input("x", [3, 4])
+    gated = b("Neg", x) if case == "other_gate" else None
+    product, y = _scaled_hard_swish(b, x, gated, shift=2 if case == "other_shift" else 3)
+    outputs = [y, product] if case == "product_read_twice" else [y]
+    counts = check(b, {"x": _wide_input(np.random.default_rng(5), (3, 4))}, outputs,
+                   opset=13 if case == "opset_13" else 17)
+    assert "HardSwish" not in counts and counts["Mul"] == 1
+
+
 def test_below_opset_14_hard_swish_is_hard_sigmoid_times_x():
     b = Builder()
     x = b.input("x", [2, 7])

@@ -1,7 +1,8 @@
 """Keras' hard sigmoid and hard swish as ONNX HardSigmoid and HardSwish.
 
 TF has no op for either, so Keras spells them out (MobileNetV3, `hard_swish`,
-`hard_sigmoid`): `relu6(x + 3) / 6` (or `* (1/6)`), and `x` times that.  Lowered
+`hard_sigmoid`): `relu6(x + 3) / 6` (or `* (1/6)`), and `x` times that (or
+`x * relu6(x + 3)` over 6, as keras-cv-attention-models writes it).  Lowered
 op by op that is Add, Clip, Div and Mul, four elementwise passes over the
 tensor; onnxruntime fuses none of them, and on MobileNetV3Large they cost
 more than a sixth of its run time.
@@ -51,12 +52,15 @@ def lower_hard_activation(ctx: LoweringContext, op: Op) -> bool:
     those patterns; True when it did."""
     if ctx.dtype(op.results[0]) != DType.FLOAT or len(op.operands) != 2:
         return False
-    swished = _hard_swish_source(ctx, op)
+    swished, gated = _hard_swish_source(ctx, op), True
+    if swished is None:
+        swished, gated = _scaled_hard_swish_source(ctx, op), False
     if swished is not None:
         found = ctx.lowered(swished)
         ctx.bind(op.results[0], ctx.emit1(op, "HardSwish", [found.tensor]), found.perm)
         ctx.stats["hard_swish"] += 1
-        ctx.stats["hard_sigmoid"] -= 1  # the gate's HardSigmoid node is now unread and pruned
+        if gated:
+            ctx.stats["hard_sigmoid"] -= 1  # the gate's HardSigmoid node is now unread and pruned
         return True
     pattern = match_hard_sigmoid(ctx, op)
     if pattern is None:
@@ -140,5 +144,25 @@ def _hard_swish_source(ctx: LoweringContext, op: Op) -> Optional[Value]:
             continue
         pattern = match_hard_sigmoid(ctx, gate.op)
         if pattern is not None and pattern.shifted and pattern.source is x and pattern.beta == 0.5:
+            return x
+    return None
+
+
+def _scaled_hard_swish_source(ctx: LoweringContext, op: Op) -> Optional[Value]:
+    """x when `op` is `(x * relu6(x + 3)) / 6` (or `* (1/6)`), the product, the Relu6 and the Add
+    each read by the next op alone: the spelling of keras-cv-attention-models' hard_swish."""
+    if ctx.opset < HARD_SWISH_OPSET:
+        return None
+    split = _scaled(ctx, op)
+    if split is None or not np.float32(split[1]) == np.float32(1) / np.float32(6):
+        return None
+    product = split[0]
+    if product.op.type != "Mul" or not sole_reader(ctx, product, op):
+        return None
+    for x, gate in (product.op.operands, product.op.operands[::-1]):
+        if gate.op.type != "Relu6" or not sole_reader(ctx, gate, product.op):
+            continue
+        shift = _private_shift(ctx, gate.op.operands[0], gate.op)
+        if shift is not None and shift[0] is x and shift[1] == 3 and ctx.shape(op.results[0]).dims == ctx.shape(x).dims:
             return x
     return None
