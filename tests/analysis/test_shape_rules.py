@@ -123,6 +123,17 @@ def test_paddings_known_only_at_run_time_keep_the_rank() -> None:
     assert analyze(list(b.graph), {}).shape(padded).dims == (None, None)
 
 
+def test_scatter_nd_takes_what_is_known_of_its_shape_operand() -> None:
+    """Longformer scatters its global-attention rows into a shape packed at run time: the result
+    keeps the shape vector's length as its rank (a Transpose after it needs the rank)."""
+    b = Builder()
+    count = b.input("n", [], DType.INT32)
+    shape = b("Pack", count, b.const(np.int32(4)), b.const(np.int32(8)), N=3)
+    out = b("ScatterNd", b.input("i", [None, 1], DType.INT32), b.input("u", [None, 4, 8]), shape,
+            Tindices=DType.INT32)
+    assert analyze(list(b.graph), {}).shape(out).dims == (None, None, None)
+
+
 @pytest.mark.parametrize("op_type", ["Fill", "SparseToDense"])
 @pytest.mark.parametrize("length, rank", [(3, 3), (254, 254), (255, None), (1 << 40, None)])
 def test_a_shape_vector_gives_the_rank_only_when_tf_allows_it(op_type, length, rank) -> None:

@@ -237,7 +237,7 @@ def _scalar(facts: OpFacts) -> Optional[list[Shape]]:
 
 # Ops whose result shape is the value of one operand.
 _SHAPE_OPERAND = {"Fill": 0, "BroadcastTo": 1, "RandomUniform": 0, "RandomStandardNormal": 0, "RandomUniformInt": 0,
-                  "TruncatedNormal": 0, "StridedSliceGrad": 0}
+                  "TruncatedNormal": 0, "StridedSliceGrad": 0, "ScatterNd": 2}
 
 
 @shape_rule(*_SHAPE_OPERAND)
@@ -470,12 +470,6 @@ def _einsum(facts: OpFacts) -> Optional[list[Shape]]:
     if middle is None:
         return None
     return [Shape(tuple(sizes.get(c) for c in head) + tuple(middle) + tuple(sizes.get(c) for c in tail))]
-
-
-@shape_rule("ScatterNd")
-def _scatter_nd(facts: OpFacts) -> Optional[list[Shape]]:
-    dims = facts.ints(2)
-    return None if dims is None else [Shape(tuple(dims))]
 
 
 @shape_rule("Range")
