@@ -250,7 +250,7 @@ def test_o1_runs_the_level_then_the_transforms(capsys, small_ir, tmp_path):
         code, _, err = run_cli(capsys, small_ir, "-o", tmp_path / "o.ir", "-O1", "--transforms=t_noop")
     assert code == 0
     rows = [line.split()[1] for line in err.splitlines() if line[:5].strip().isdigit()]
-    assert rows == ["remove_nodes(op=Identity,", "merge_duplicate_nodes(gtt_order=false)", "sort_by_execution_order", "t_noop"]
+    assert rows == ["remove_nodes(op=Identity,", "merge_duplicate_nodes(gtt_order=false,", "sort_by_execution_order", "t_noop"]
     assert "note: -O1: left out strip_unused_nodes because no outputs were given" in err
 
 

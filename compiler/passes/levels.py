@@ -33,7 +33,7 @@ from compiler.passes.pipeline import PassSpec, parse_pipeline
 # Passes that need the graph's outputs to do anything sensible.
 NEEDS_OUTPUTS = frozenset({"strip_unused_nodes"})
 
-_TIDY = "remove_nodes(op=Identity, op=CheckNumerics) merge_duplicate_nodes(gtt_order=false)"
+_TIDY = "remove_nodes(op=Identity, op=CheckNumerics) merge_duplicate_nodes(gtt_order=false, switches=false)"
 _CLEANUP = f"strip_unused_nodes {_TIDY}"
 # Function calls are inlined and dead cond branches removed before the tidy-up, so what they leave
 # (Identities of the bodies and branches) is tidied with the rest, and the folds see the inlined convs.

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 
 from compiler.errors import PassFailure
+from compiler.graphutil.control_flow import SWITCH_OPS
 from compiler.graphutil.graphdef_header import discard_graphdef_header
 from compiler.graphutil.rewire import move_control_users, redirect_uses
 from compiler.graphutil.names import canonical_inputs
@@ -27,19 +28,28 @@ class MergeDuplicateNodes(Pass):
     same fields and leaves survivors where they stand: TensorFlow's Hash64 is
     a sequential loop over every 8-byte word of every weight, which costs
     ~1.5 s on ResNet50 in Python, and only GTT's output order needs it.
+
+    `switches=false` (-O levels) keeps every TF1 Switch: two conds on one
+    predicate that read the same tensor (Longformer's layers, each asking
+    whether any token attends globally) would otherwise share one Switch, and
+    the cond regions the ONNX export lifts into If nodes would then feed each
+    other.
     """
 
     name = "merge_duplicate_nodes"
     params = (Param("gtt_order", "bool", True,
-                    "order survivors by TF's node hash like GTT (slow on big weights); false keeps graph order"),)
+                    "order survivors by TF's node hash like GTT (slow on big weights); false keeps graph order"),
+              Param("switches", "bool", True,
+                    "merge duplicate TF1 Switches like GTT; false keeps each cond's own"))
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         _check_registered(graph)
         named = set(ctx.inputs) | set(ctx.outputs)
         merge_round = merge_round_gtt if ctx.param("gtt_order") else merge_round_in_place
+        kept = frozenset() if ctx.param("switches") else SWITCH_OPS
         attr_cache: dict[Op, list] = {}
         merged_types: dict[str, int] = {}
-        while duplicates := merge_round(graph, named, attr_cache):
+        while duplicates := merge_round(graph, named, attr_cache, kept):
             for op_type in duplicates:
                 merged_types[op_type] = merged_types.get(op_type, 0) + 1
         dropped_header = discard_graphdef_header(graph)
@@ -58,7 +68,13 @@ def _check_registered(graph: Graph) -> None:
             raise PassFailure(f"Op type not registered '{op.type}' (node '{op.name}')")
 
 
-def merge_round_in_place(graph: Graph, named: set[str], attr_cache: dict[Op, list]) -> list[str]:
+def _mergeable(op: Op, kept: frozenset[str]) -> bool:
+    """GTT merges only stateless ops; `kept` names types left alone besides."""
+    return op.type not in kept and not op_registry.is_stateful(op.type)
+
+
+def merge_round_in_place(graph: Graph, named: set[str], attr_cache: dict[Op, list],
+                         kept: frozenset[str] = frozenset()) -> list[str]:
     """Group by content digest, merge later duplicates into the first; returns merged op types."""
     first_of: dict[bytes, Op] = {}
     duplicates: list[tuple[Op, Op]] = []
@@ -68,7 +84,7 @@ def merge_round_in_place(graph: Graph, named: set[str], attr_cache: dict[Op, lis
             digests = attr_cache[op] = attr_digests(op)
         key = node_digest(op, op.name in named, digests)
         original = first_of.setdefault(key, op)
-        if original is not op and not op_registry.is_stateful(op.type):
+        if original is not op and _mergeable(op, kept):
             duplicates.append((op, original))
     return _merge(graph, duplicates, attr_cache)
 
@@ -88,7 +104,8 @@ def node_digest(op: Op, include_name: bool, digests: list[bytes]) -> bytes:
     return h.digest()
 
 
-def merge_round_gtt(graph: Graph, named: set[str], attr_cache: dict[Op, list]) -> list[str]:
+def merge_round_gtt(graph: Graph, named: set[str], attr_cache: dict[Op, list],
+                    kept: frozenset[str] = frozenset()) -> list[str]:
     """Group by hash, reorder survivors by hash, merge duplicates; returns merged op types."""
     groups: dict[int, list[Op]] = {}
     for op in graph:
@@ -102,10 +119,10 @@ def merge_round_gtt(graph: Graph, named: set[str], attr_cache: dict[Op, list]) -
         first, *rest = groups[key]
         survivors.append(first)
         for op in rest:
-            if op_registry.is_stateful(op.type):
-                survivors.append(op)
-            else:
+            if _mergeable(op, kept):
                 duplicates.append((op, first))
+            else:
+                survivors.append(op)
     graph.reorder(survivors + [dup for dup, _ in duplicates])
     return _merge(graph, duplicates, attr_cache)
 

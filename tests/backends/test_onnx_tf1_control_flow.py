@@ -462,3 +462,34 @@ def test_batch_norm_layers_on_one_shapeless_training_flag_match_tf_both_ways(tmp
         got = run_onnx(onnx_model, {"x": feed, "training": np.array(training)}, outputs)
         for name, expected in zip(outputs, want):
             np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.tf
+def test_two_conds_on_one_predicate_reading_one_tensor_export_at_o2(tmp_path):
+    """Longformer's layers each cond on whether any token attends globally, and each reads the
+    layer's input: two Switches with the same data and predicate.  -O2 keeps both (one shared
+    Switch would make the second cond's branch a reader of the first cond's region, and the
+    export could not order them)."""
+    tf = pytest.importorskip("tensorflow")
+    from compiler.passes import run_pipeline
+    from compiler.passes.levels import LEVELS
+
+    def body():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+        flag = tf.reduce_any(x > 0.5)
+        y = tf.compat.v1.cond(flag, lambda: x * 2.0, lambda: x - 1.0)
+        tf.identity(tf.compat.v1.cond(flag, lambda: x + y, lambda: x * y), name="out")
+        return x
+
+    graph, x, _ = export_tf1_graph(tf, body, tmp_path, ["x"], ["out"])
+    raw = load_graph(tmp_path / "tf1_graph.pb")
+    on_x = sum(op.type == "Switch" and op.operands[0].op.name == "x" for op in raw)
+    ir = run_pipeline(raw, LEVELS[2].pipeline, ["x"], ["out"]).graph
+    assert on_x > 1 and sum(op.type == "Switch" and op.operands[0].op.name == "x" for op in ir) == on_x
+    onnx_model = export(ir, ["x"], ["out"])
+    onnx.checker.check_model(onnx_model, full_check=True)
+    assert op_types(onnx_model)["If"] == 2
+    for feed in (np.full((2, 3), 0.25, np.float32), np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)):
+        with tf.compat.v1.Session(graph=graph) as session:
+            want = session.run("out:0", {"x:0": feed})
+        np.testing.assert_allclose(run_onnx(onnx_model, {"x": feed}, ["out"])["out"], want, rtol=1e-6)
