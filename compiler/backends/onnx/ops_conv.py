@@ -291,16 +291,16 @@ def _conv2d_backprop_input(ctx: LoweringContext, op: Op) -> None:
     if filter_dims is None or None in filter_dims:
         raise UnsupportedOpError(op.type, op.name, "the filter shape must be static")
     weight, kernel, channels = conv_filter(ctx, op, 1, op.type == "DepthwiseConv2dNativeBackpropInput")
-    out = emit_transposed(ctx, op, ctx.operand(op, 2, perm), weight, spatial, kernel, strides,
+    out = emit_transposed(ctx, op, fmt, ctx.operand(op, 2, perm), weight, spatial, kernel, strides,
                           window_attr(op, fmt, "dilations"), channels or 1)
     ctx.bind(op.results[0], out, perm)
 
 
-def emit_transposed(ctx: LoweringContext, op: Op, dy: str, weight: str, spatial: Sequence[int],
+def emit_transposed(ctx: LoweringContext, op: Op, fmt: DataFormat, dy: str, weight: str, spatial: Sequence[int],
                     kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int], group: int = 1) -> str:
     """The ConvTranspose spreading `dy` (channels-first) back over an input of `spatial` size,
-    padded as the op's forward window was."""
-    pairs = window_pads(op, data_format(op.attr("data_format")), spatial, kernel, strides, dilations)
+    padded as the op's forward window (data_format `fmt`) was."""
+    pairs = window_pads(op, fmt, spatial, kernel, strides, dilations)
     ends = [transposed_end(size, k, s, d, *pair)
             for size, k, s, d, pair in zip(spatial, kernel, strides, dilations, pairs)]  # type: ignore[arg-type]
     grouped = {"group": group} if group != 1 else {}

@@ -20,14 +20,14 @@ from compiler.backends.onnx.context import Lowered, LoweringContext
 from compiler.backends.onnx.dtypes import onnx_type
 from compiler.backends.onnx.errors import UnsupportedOpError
 from compiler.backends.onnx.opset import reduce
+from compiler.backends.onnx.ops_array import INT64_MIN, emit_slice
 from compiler.backends.onnx.ops_elementwise import broadcast_operands
 from compiler.backends.onnx.registry import AGNOSTIC, lowers
 from compiler.ir.attrs import attr_text
 from compiler.ir.graph import Op, Value
+from compiler.runtime.kernels import KernelError
 from compiler.runtime.kernels.array import SLICE_MASKS, strided_slice_index
 from compiler.runtime.kernels.nn import LEAKY_RELU_DEFAULT_ALPHA, SELU_ALPHA, SELU_SCALE, channel_axis
-from compiler.runtime.kernels import KernelError
-
 
 
 class _Terms:
@@ -212,9 +212,9 @@ def _strided_slice_grad(ctx: LoweringContext, op: Op) -> None:
     for op_type, axes in (("Squeeze", new_axes), ("Unsqueeze", shrunk)):
         if axes:
             out = ctx.helper1(op, op_type.lower(), op_type, [out, ctx.ints(axes, f"{op.name}/{op_type.lower()}_axes")])
-    reversed_axes = [a for a, (_, _, step) in enumerate(positions) if step < 0]
-    if reversed_axes:
-        out = _reverse(ctx, op, out, reversed_axes)
+    # read backwards along the axes the slice stepped back over (ReverseV2's Slice)
+    backwards = [(a, -1, INT64_MIN, -1) for a, (_, _, step) in enumerate(positions) if step < 0]
+    out = emit_slice(ctx, op, out, backwards, None, len(sizes), main=False)
     counts = [count for _, count, _ in positions]
     pairs = []
     for axis, (first, count, step) in enumerate(positions):
@@ -236,14 +236,6 @@ def _zero_pad(ctx: LoweringContext, op: Op, x: str, pairs: Sequence[tuple[int, i
     if suffix is None:
         return ctx.emit1(op, "Pad", [x, pads])
     return ctx.helper1(op, suffix, "Pad", [x, pads])
-
-
-def _reverse(ctx: LoweringContext, op: Op, x: str, axes: list[int]) -> str:
-    """x read backwards along `axes` (a Slice with step -1)."""
-    n = len(axes)
-    return ctx.helper1(op, "reversed", "Slice", [
-        x, ctx.ints([-1] * n, f"{op.name}/rev_starts"), ctx.ints([np.iinfo(np.int64).min] * n, f"{op.name}/rev_ends"),
-        ctx.ints(axes, f"{op.name}/rev_axes"), ctx.ints([-1] * n, f"{op.name}/rev_steps")])
 
 
 def _spread(ctx: LoweringContext, op: Op, x: str, axis: int, counts: list[int], step: int) -> str:

@@ -76,5 +76,5 @@ def _avg_pool_grad(ctx: LoweringContext, op: Op) -> None:
         ones = np.ones([channels, 1, *windows], dtype)
         dy = ctx.helper1(op, "averaged", "Div", [dy, ctx.initializer(counts.astype(dtype), f"{op.name}/counts")])
     weight = ctx.initializer(ones, f"{op.name}/spread")
-    out = emit_transposed(ctx, op, dy, weight, spatial, windows, steps, [1, 1], channels)
+    out = emit_transposed(ctx, op, fmt, dy, weight, spatial, windows, steps, [1, 1], channels)
     ctx.bind(op.results[0], out, perm)

@@ -19,13 +19,12 @@ import numpy as np
 from .array import strided_slice_operands
 from .common import accumulator, attr, checked_shape, choice, int_list, int_vector, scalar_int
 from .image_windows import first_max_taps
-from .nn import (LEAKY_RELU_DEFAULT_ALPHA, SELU_ALPHA, SELU_SCALE, Pads, channel_axis, compute_type, conv2d_backprop_input, fold_windows, from_nhwc, pool_geometry,
-                 to_nhwc, valid_taps)
+from .nn import (LEAKY_RELU_DEFAULT_ALPHA, SELU_ALPHA, SELU_SCALE, Pads, channel_axis, compute_type,
+                 conv2d_backprop_input, fold_windows, from_nhwc, pool_geometry, to_nhwc, valid_taps)
 from .registry import KernelError, kernel
 
 Array = np.ndarray
 Attrs = Mapping[str, object]
-
 
 
 # ---------------------------------------------------------------- activation gradients
